@@ -1,0 +1,1 @@
+"""Developer tools for kbroker (code generation, capture tools); not installed."""
