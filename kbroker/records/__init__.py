@@ -1,0 +1,1 @@
+"""Record batches (magic v2) as opaque bytes: views, validation entry points, codecs."""
