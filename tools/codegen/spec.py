@@ -134,6 +134,12 @@ class Message:
         return Struct(self.name, self.fields, self.valid)
 
 
+def _union(a: Versions, b: Versions) -> Versions:
+    if a is None or b is None:
+        return a or b
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
 def load(path: Path) -> Message:
     raw = json.loads(strip_comments(path.read_text()))
     valid = parse_versions(raw["validVersions"])
@@ -173,6 +179,7 @@ def load(path: Path) -> Message:
             if etype not in PRIMITIVES:
                 if etype in structs:
                     f.struct = structs[etype]
+                    f.struct.versions = _union(f.struct.versions, f.versions)
                 elif "fields" in spec:
                     f.struct = Struct(etype, [], f.versions)
                     structs[etype] = f.struct

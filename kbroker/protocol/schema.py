@@ -1,0 +1,74 @@
+"""Runtime support shared by the generated message classes.
+
+Every generated struct class derives from Struct and carries a FIELDS table of
+FieldSpec rows (one per JSON field, in wire order) so that tests and tools can walk
+the schema: which fields exist in a version, which are nullable or tagged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+from kbroker.protocol.codec import SliceLike
+
+Records = bytes | bytearray | memoryview | SliceLike
+
+VersionRange = tuple[int, int] | None
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+# Default argument of array and struct fields: "use a fresh default value".
+UNSET: Any = _Unset()
+
+
+def in_range(version: int, versions: VersionRange) -> bool:
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
+class FieldSpec(NamedTuple):
+    """One field of a generated struct.
+
+    type is the spec's type: "int32", "string", "records", "uuid", ..., "[]int32",
+    "[]SomeStruct" or "SomeStruct" (struct names are nested classes of the message).
+    Version ranges are inclusive (lo, hi); an open range has hi = 32767.
+    """
+
+    name: str
+    type: str
+    versions: VersionRange
+    nullable_versions: VersionRange = None
+    tagged_versions: VersionRange = None
+    tag: int | None = None
+
+    def present(self, version: int) -> bool:
+        return in_range(version, self.versions)
+
+    def nullable(self, version: int) -> bool:
+        return in_range(version, self.nullable_versions)
+
+    def tagged(self, version: int) -> bool:
+        return in_range(version, self.tagged_versions)
+
+
+class Struct:
+    """Base of generated message and struct classes: field-wise ==, and repr."""
+
+    __slots__ = ()
+    FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in self.FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.FIELDS)
+        return f"{type(self).__qualname__}({args})"
