@@ -1,0 +1,340 @@
+"""The Broker: owns the config, the logs, the topic metadata and the network server.
+
+    with kbroker.Broker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": tmp}) as b:
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+
+`Broker.start()` runs the broker's asyncio loop in a background thread (for
+embedding and tests) and returns once the port answers; `serve_forever()` runs
+it in the calling thread until `stop()` or SIGTERM/SIGINT (the CLI). There is no
+global state: two Brokers in one process are independent.
+
+Threading: everything in BrokerState (logs, topic registry, connections) is
+used from the broker's loop thread only; `Broker.stop()` hands over to that
+thread with call_soon_threadsafe.
+
+Shutdown order (SIGTERM, SIGINT, stop()): stop accepting connections; stop
+reading new requests and wake parked Fetches; wait (bounded) for in-flight
+responses to be sent; close connections; LogManager.shutdown() (flush,
+checkpoints, clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kbroker.config import BrokerConfig, Listener, broker_config
+from kbroker.metadata.meta_properties import ensure_meta_properties
+from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.utils.time import SYSTEM_TIME, Time
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_SECONDS = 10.0
+
+
+class AppendNotifier:
+    """Wakes parked Fetch requests when a partition they wait on gets new data."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[Any, set[asyncio.Future[None]]] = {}
+
+    def notify(self, tp: Any) -> None:
+        for fut in self._waiters.pop(tp, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def notify_all(self) -> None:
+        for tp in list(self._waiters):
+            self.notify(tp)
+
+    async def wait(self, tps: Iterable[Any], timeout_s: float) -> None:
+        """Return after any of `tps` is appended to, or after `timeout_s`."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(tps)
+        for tp in keys:
+            self._waiters.setdefault(tp, set()).add(fut)
+        try:
+            await asyncio.wait([fut], timeout=timeout_s)
+        finally:
+            for tp in keys:
+                waiters = self._waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[tp]
+
+
+class BrokerState:
+    """What request handlers use: config, logs, topics, cluster identity."""
+
+    def __init__(self, config: BrokerConfig, time: Time) -> None:
+        from kbroker.storage.log_config import LogConfig
+        from kbroker.storage.log_manager import LogManager
+
+        self.config = config
+        self.time = time
+        self.node_id = config.node_id
+        self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
+        self.default_log_config = LogConfig.from_props(config.topic_config_defaults())
+        self.log_manager = LogManager(
+            list(config.log_dirs),
+            self.default_log_config,
+            time,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            recovery_threads=config.num_recovery_threads_per_data_dir,
+        )
+        self.topics = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
+        self.append_notifier = AppendNotifier()
+        self.shutting_down = False
+        # listener name -> (advertised host, port); filled in when the server binds
+        self.endpoints: dict[str, tuple[str, int]] = {}
+
+    # -- startup
+
+    def startup(self) -> None:
+        self.topics.load()
+        self.log_manager.startup()
+        self._reconcile_logs()
+
+    def _reconcile_logs(self) -> None:
+        """Adopt partitions found on disk but missing from the registry; create missing logs."""
+        from kbroker.storage.topic_partition import TopicPartition
+
+        found: dict[str, tuple[Any, int]] = {}
+        for lg in self.log_manager.all_logs():
+            tp = lg.topic_partition
+            tid, count = found.get(tp.topic, (lg.topic_id, 0))
+            found[tp.topic] = (tid or lg.topic_id, max(count, tp.partition + 1))
+        for name, (tid, count) in found.items():
+            info = self.topics.get(name)
+            if info is None:
+                log.warning("adopting topic %s found on disk but not in %s", name, REGISTRY_FILE)
+                topic_id = tid if isinstance(tid, uuid.UUID) else uuid.uuid4()
+                self.topics.adopt(TopicInfo(name, topic_id, count))
+            elif count > info.partitions:
+                self.topics.set_partitions(name, count)
+        for info in self.topics:
+            config = self.log_config_for(info)
+            for p in range(info.partitions):
+                self.log_manager.get_or_create_log(TopicPartition(info.name, p), info.topic_id, config)
+
+    # -- topics
+
+    def log_config_for(self, info: TopicInfo) -> Any:
+        from kbroker.storage.log_config import LogConfig
+
+        if not info.configs:
+            return self.default_log_config
+        return LogConfig.from_props({**self.config.topic_config_defaults(), **info.configs})
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
+    ) -> TopicInfo:
+        """Register the topic and create its partition logs. Raises InvalidTopicError, KeyError."""
+        from kbroker.storage.topic_partition import TopicPartition
+
+        count = self.config.num_partitions if partitions is None else partitions
+        info = self.topics.create(name, count, configs)
+        config = self.log_config_for(info)
+        for p in range(count):
+            self.log_manager.get_or_create_log(TopicPartition(name, p), info.topic_id, config)
+        log.info("created topic %s (%d partitions, id %s)", name, count, info.topic_id)
+        return info
+
+    def get_log(self, topic: str, partition: int) -> Any:
+        """The partition's Log, or None when the topic or partition does not exist."""
+        from kbroker.storage.topic_partition import TopicPartition
+
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None
+        return self.log_manager.get_log(TopicPartition(topic, partition))
+
+    def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
+        return self.endpoints[listener_name]
+
+    # -- periodic work
+
+    def cleanup_logs(self) -> None:
+        self.log_manager.cleanup_logs()
+
+    def flush_and_checkpoint(self) -> None:
+        self.log_manager.flush_dirty_logs()
+        self.log_manager.checkpoint()
+
+    def shutdown_logs(self) -> None:
+        self.log_manager.shutdown()
+
+
+class Broker:
+    """A single kbroker node. See the module docstring."""
+
+    def __init__(
+        self,
+        config: BrokerConfig | Mapping[str, str] | None = None,
+        *,
+        time: Time = SYSTEM_TIME,
+    ) -> None:
+        self.config = broker_config(config)
+        self.time = time
+        self.state: BrokerState | None = None
+        self.server: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._periodic: list[asyncio.Task[None]] = []
+
+    # -- public API
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.state is None or not self.state.endpoints:
+            raise RuntimeError("the broker is not started")
+        return ",".join(f"{_host_for_url(h)}:{p}" for h, p in self._bound_endpoints())
+
+    @property
+    def port(self) -> int:
+        return self._bound_endpoints()[0][1]
+
+    def start(self, timeout: float = 60.0) -> Broker:
+        """Start in a background thread; return once the listeners accept connections."""
+        if self._thread is not None:
+            raise RuntimeError("already started")
+        self._thread = threading.Thread(target=self._thread_main, name="kbroker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("kbroker did not start in time")
+        if self._startup_error is not None:
+            self._thread.join()
+            raise self._startup_error
+        return self
+
+    def serve_forever(self, install_signal_handlers: bool = True) -> None:
+        """Run in this thread until stop(), SIGTERM or SIGINT."""
+        asyncio.run(self._run(install_signal_handlers))
+
+    def stop(self, timeout: float = 60.0) -> None:
+        loop, stop_event = self._loop, self._stop_event
+        if loop is not None and stop_event is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(stop_event.set)
+            except RuntimeError:
+                pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- internals
+
+    def _bound_endpoints(self) -> list[tuple[str, int]]:
+        assert self.server is not None
+        out = []
+        for bl in self.server.listeners:
+            host = bl.host or "127.0.0.1"
+            if host in ("0.0.0.0", "::"):
+                host = "127.0.0.1"
+            out.append((host, bl.port))
+        return out
+
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self._run(False))
+        except BaseException as e:  # surfaced by start()
+            if not self._ready.is_set():
+                self._startup_error = e
+                self._ready.set()
+            else:
+                log.exception("kbroker loop failed")
+
+    async def _run(self, install_signal_handlers: bool) -> None:
+        from kbroker.server.listener import SocketServer
+
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._stop_event = asyncio.Event()
+        state = BrokerState(self.config, self.time)
+        self.state = state
+        state.startup()
+        try:
+            server = SocketServer(state, loop)
+            self.server = server
+            server.start()
+        except BaseException:
+            state.shutdown_logs()
+            raise
+        state.endpoints = _advertised(self.config, server)
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stop_event.set)
+        self._start_periodic(state)
+        listening = ", ".join(f"{bl.name}://{_host_for_url(bl.host)}:{bl.port}" for bl in server.listeners)
+        log.info("kbroker listening on %s (log.dirs=%s)", listening, ",".join(self.config.log_dirs))
+        self._ready.set()
+        try:
+            await self._stop_event.wait()
+        finally:
+            await self._shutdown(state, server)
+
+    def _start_periodic(self, state: BrokerState) -> None:
+        self._periodic = [
+            asyncio.ensure_future(
+                _every(self.config.log_retention_check_interval_ms / 1000, state.cleanup_logs)
+            ),
+            asyncio.ensure_future(_every(1.0, state.log_manager.flush_dirty_logs)),
+            asyncio.ensure_future(_every(60.0, state.log_manager.checkpoint)),
+        ]
+
+    async def _shutdown(self, state: BrokerState, server: Any) -> None:
+        log.info("kbroker shutting down")
+        state.shutting_down = True
+        server.stop_accepting()
+        for task in self._periodic:
+            task.cancel()
+        state.append_notifier.notify_all()
+        await server.drain(SHUTDOWN_GRACE_SECONDS)
+        server.close_all()
+        state.shutdown_logs()
+        log.info("kbroker stopped")
+
+
+async def _every(seconds: float, fn: Any) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            fn()
+        except Exception:
+            log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+
+def _advertised(config: BrokerConfig, server: Any) -> dict[str, tuple[str, int]]:
+    """Listener name -> (host, port) clients should use, per advertised.listeners."""
+    bound = {bl.name: bl for bl in server.listeners}
+    adv: dict[str, Listener] = {a.name: a for a in (config.advertised_listeners or ())}
+    out: dict[str, tuple[str, int]] = {}
+    for name, bl in bound.items():
+        a = adv.get(name)
+        host = a.host if a and a.host else bl.host
+        port = a.port if a and a.port else bl.port
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.gethostname()
+        out[name] = (host, port)
+    return out
+
+
+def _host_for_url(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,93 @@
+"""The `kbroker` command.
+
+    kbroker serve [CONFIG_FILE] [--override KEY=VALUE]...
+
+CONFIG_FILE is a Kafka server.properties file; overrides win over it. With no
+arguments the broker listens on PLAINTEXT://127.0.0.1:9092 with data in
+/tmp/kbroker-logs (see kbroker.config). Ready is one log line on stderr:
+
+    kbroker listening on PLAINTEXT://127.0.0.1:9092 (log.dirs=/tmp/kbroker-logs)
+
+with the real port when the listener asked for port 0. SIGTERM or SIGINT stops
+it gracefully (exit 0). A bad configuration exits 2 with the reason.
+
+Other subcommands (`topics`, `groups`, `perf`) register themselves in
+`SUBCOMMANDS` with a (configure_parser, run) pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from kbroker import __version__
+from kbroker.config import ConfigError, load_properties_file, parse_override
+
+EXIT_CONFIG_ERROR = 2
+
+
+def _serve_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config_file", nargs="?", metavar="CONFIG_FILE",
+                   help="a Kafka server.properties file")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a config key (repeatable; wins over CONFIG_FILE)")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kbroker.broker import Broker
+    from kbroker.config import BrokerConfig
+
+    try:
+        props = load_properties_file(args.config_file) if args.config_file else {}
+        for pair in args.override:
+            key, value = parse_override(pair)
+            props[key] = value
+        config = BrokerConfig.from_props(props)
+    except ConfigError as e:
+        print(f"kbroker: configuration error: {e}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    broker = Broker(config)
+    try:
+        broker.serve_forever()
+    except ConfigError as e:
+        print(f"kbroker: configuration error: {e}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except OSError as e:
+        print(f"kbroker: cannot start: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
+                             Callable[[argparse.Namespace], int]]] = {
+    "serve": ("run a broker", _serve_parser, _serve),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-compatible broker.")
+    parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (help_text, configure, _run) in SUBCOMMANDS.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, getattr(args, "log_level", "INFO")),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    _desc, _configure, run = SUBCOMMANDS[args.command]
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

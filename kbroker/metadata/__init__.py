@@ -1,0 +1,1 @@
+"""Cluster and topic metadata owned by the Broker."""

@@ -1,0 +1,1 @@
+"""The network server: listeners, connections, in-order responses, API dispatch."""

@@ -1,0 +1,63 @@
+"""The one table of implemented APIs: ApiVersions is answered from it.
+
+Adding an API = one module under kbroker/server/apis/ (a `handle(ctx, request)`
+function and, where the response has per-item error codes, an
+`error_response(request, version, error_code)`) plus one line here. The
+connection refuses (closes) any key or version not in this table, so what is
+advertised is exactly what is handled.
+
+A handler returns the response object, None for "no response" (acks=0
+Produce), or an awaitable of either (long-poll Fetch). Handlers that change
+state (Produce) must do so before their first `await`: requests on one
+connection are dispatched in order, and only responses wait for each other.
+
+Version ranges follow Kafka 3.9's maxima (kafka-python infers the broker
+version from them; Fetch 17 reads as 3.9). Produce is advertised from 0 though
+only 3+ (magic 2) is accepted, because librdkafka 2.0.2 turns compression off
+when the Produce range lacks 0 (librdkafka #4956); clients always pick the
+highest common version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kbroker.protocol.api_key import ApiKey
+from kbroker.server.apis import api_versions as api_versions
+from kbroker.server.apis import fetch as fetch
+from kbroker.server.apis import list_offsets as list_offsets
+from kbroker.server.apis import metadata as metadata
+from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epoch
+from kbroker.server.apis import produce as produce
+from kbroker.server.request_context import RequestContext
+
+Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
+ErrorResponse = Callable[[Any, int, int], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: ApiKey
+    min_version: int
+    max_version: int
+    handler: Handler
+    error_response: ErrorResponse | None = None
+
+
+def _spec(key: ApiKey, lo: int, hi: int, module: Any) -> ApiSpec:
+    return ApiSpec(key, lo, hi, module.handle, getattr(module, "error_response", None))
+
+
+API_TABLE: dict[int, ApiSpec] = {
+    s.api_key: s
+    for s in (
+        _spec(ApiKey.PRODUCE, 0, 11, produce),
+        _spec(ApiKey.FETCH, 4, 17, fetch),
+        _spec(ApiKey.LIST_OFFSETS, 1, 7, list_offsets),
+        _spec(ApiKey.METADATA, 0, 12, metadata),
+        _spec(ApiKey.API_VERSIONS, 0, 4, api_versions),
+        _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
+    )
+}

@@ -1,0 +1,49 @@
+"""ApiVersions (key 18): the versions of every API in the API table.
+
+v3+ requests carry the client's software name and version; Kafka checks them
+against `[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` and answers INVALID_REQUEST
+otherwise (librdkafka then retries with v0). A version above our maximum is
+answered by the connection, before the body is parsed, with
+`unsupported_version_response`: error 35 and only ApiVersions' own range, in
+the v0 layout, so the client can retry at our maximum (KIP-511).
+The response header is always v0 (no tagged fields), even for v3+.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kbroker.server.request_context import RequestContext
+
+if TYPE_CHECKING:
+    from kbroker.server.api_table import ApiSpec
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    from kbroker.server.api_table import API_TABLE
+
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE.match(request.client_software_name)
+        and _SOFTWARE.match(request.client_software_version)
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
+    keys = [
+        ApiVersionsResponse.ApiVersion(
+            api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version
+        )
+        for _key, spec in sorted(API_TABLE.items())
+    ]
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
+
+
+def unsupported_version_response(spec: ApiSpec) -> ApiVersionsResponse:
+    """The v0-format answer to an ApiVersions request of a version we do not know."""
+    own = ApiVersionsResponse.ApiVersion(
+        api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version
+    )
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[own])

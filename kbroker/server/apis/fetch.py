@@ -1,0 +1,184 @@
+"""Fetch (key 1), v4-17, sessionless: every request is a full fetch (session_id 0).
+
+For each partition, Log.read returns a FileSlice of whole stored batches, from
+the batch containing `fetch_offset` up to the high watermark (read_uncommitted)
+or the last stable offset (read_committed); the slice goes into the records
+field untouched and is sent with sendfile. Sizes: each partition reads at most
+`partition_max_bytes`, the response at most `max_bytes`, except that the first
+partition with data returns at least one whole batch (KIP-74).
+
+Long poll: while fewer than `min_bytes` are available, no partition has an
+error and `max_wait_ms` has not passed, the request parks on the broker's
+AppendNotifier and re-reads when one of its partitions is appended to.
+
+Topics are named (v4-12) or identified by topic_id (v13+; UNKNOWN_TOPIC_ID when
+the id is unknown). Forgotten topics and session epochs are ignored: a client
+that asks for a session gets session_id 0 and keeps sending full fetches.
+read_committed returns an empty aborted_transactions list (transactions are
+another issue); read_uncommitted returns null, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+from kbroker.protocol.codec import ZERO_UUID
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.server.request_context import RequestContext
+
+log = logging.getLogger(__name__)
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+
+READ_COMMITTED = 1
+LEADER_EPOCH = 0
+
+
+def _now_ms() -> int:
+    # Long-poll waits are real network time, not the injected (possibly mock) clock.
+    return time.monotonic_ns() // 1_000_000
+
+
+def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
+    """Answer at once when the data is there; else return a coroutine that long-polls."""
+    deadline = _now_ms() + max(0, request.max_wait_ms)
+    response, tps = _read_once(ctx, request, deadline)
+    if tps is None:
+        return response
+    return _long_poll(ctx, request, deadline, tps)
+
+
+async def _long_poll(
+    ctx: RequestContext, request: FetchRequest, deadline: int, tps: list[Any]
+) -> FetchResponse:
+    while True:
+        remaining_ms = deadline - _now_ms()
+        await ctx.broker.append_notifier.wait(tps, max(remaining_ms, 0) / 1000)
+        response, again = _read_once(ctx, request, deadline)
+        if again is None:
+            return response
+        tps = again
+
+
+def _read_once(
+    ctx: RequestContext, request: FetchRequest, deadline: int
+) -> tuple[FetchResponse, list[Any] | None]:
+    """The response, and the partitions to wait on if the request should park."""
+    response, nbytes, error, tps = _read(ctx, request)
+    broker = ctx.broker
+    if (
+        nbytes >= request.min_bytes
+        or error
+        or not tps
+        or broker.shutting_down
+        or deadline - _now_ms() <= 0
+    ):
+        return response, None
+    return response, tps
+
+
+def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, int, bool, list[Any]]:
+    broker = ctx.broker
+    version = ctx.api_version
+    committed = request.isolation_level == READ_COMMITTED
+    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    error = False
+    tps: list[Any] = []
+    topics = []
+    for ft in request.topics:
+        if version >= 13:
+            info = broker.topics.get_by_id(ft.topic_id) if ft.topic_id != ZERO_UUID else None
+            name = info.name if info is not None else None
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name = ft.topic
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partitions = []
+        for fp in ft.partitions:
+            plog = broker.get_log(name, fp.partition) if name is not None else None
+            if plog is None:
+                code = missing if name is None or broker.topics.get(name) is None else (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                partitions.append(_error(fp.partition, code))
+                error = True
+                continue
+            tps.append(plog.topic_partition)
+            pd = _read_partition(plog, fp, committed, budget - total, total == 0)
+            if pd.error_code:
+                error = True
+            else:
+                total += _size(pd.records)
+            partitions.append(pd)
+        topics.append(TopicResponse(topic=name or "", topic_id=ft.topic_id, partitions=partitions))
+    response = FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
+    return response, total, error, tps
+
+
+def _read_partition(
+    plog: Any, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool
+) -> PartitionData:
+    if fp.current_leader_epoch > LEADER_EPOCH:
+        return _error(fp.partition, ErrorCode.UNKNOWN_LEADER_EPOCH)
+    if 0 <= fp.current_leader_epoch < LEADER_EPOCH:
+        return _error(fp.partition, ErrorCode.FENCED_LEADER_EPOCH)
+    high_watermark = plog.high_watermark
+    last_stable = plog.last_stable_offset
+    max_offset = last_stable if committed else high_watermark
+    max_bytes = max(0, min(fp.partition_max_bytes, budget))
+    pd = PartitionData(
+        partition_index=fp.partition,
+        error_code=ErrorCode.NONE,
+        high_watermark=high_watermark,
+        last_stable_offset=last_stable,
+        log_start_offset=plog.log_start_offset,
+        aborted_transactions=[] if committed else None,
+        records=b"",
+    )
+    try:
+        data = plog.read(fp.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=first)
+    except Exception as e:
+        code = getattr(e, "error_code", None)
+        if code is None:
+            raise
+        pd.error_code = code
+        return pd
+    if data.records is not None and data.records.size > 0:
+        pd.records = data.records
+    return pd
+
+
+def _size(records: Any) -> int:
+    if records is None:
+        return 0
+    return len(records) if isinstance(records, bytes | bytearray | memoryview) else int(records.size)
+
+
+def _error(partition: int, code: int) -> PartitionData:
+    return PartitionData(
+        partition_index=partition,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        records=b"",
+    )
+
+
+def error_response(request: FetchRequest, version: int, code: int) -> FetchResponse:
+    return FetchResponse(
+        error_code=code,
+        session_id=0,
+        responses=[
+            TopicResponse(
+                topic=t.topic, topic_id=t.topic_id, partitions=[_error(p.partition, code) for p in t.partitions]
+            )
+            for t in request.topics
+        ],
+    )

@@ -1,0 +1,94 @@
+"""ListOffsets (key 2), v1-7: offsets by timestamp.
+
+timestamp -1 (latest): the high watermark, or the last stable offset for
+read_committed (v2+); -2 (earliest): the log start offset; -3 (max timestamp,
+v7): the offset of the record with the largest timestamp; any other value: the
+first offset whose timestamp is >= it, via the time index, or -1 when none is.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from kbroker.server.request_context import RequestContext
+
+log = logging.getLogger(__name__)
+
+TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
+PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+
+
+def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
+    topics = []
+    for t in request.topics:
+        partitions = [_lookup(ctx, t.name, p, committed) for p in t.partitions]
+        topics.append(TopicResponse(name=t.name, partitions=partitions))
+    return ListOffsetsResponse(topics=topics)
+
+
+def _lookup(
+    ctx: RequestContext, topic: str, p: ListOffsetsRequest.ListOffsetsPartition, committed: bool
+) -> PartitionResponse:
+    plog = ctx.broker.get_log(topic, p.partition_index)
+    if plog is None:
+        return _error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if p.current_leader_epoch > 0:
+        return _error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH)
+    ts = p.timestamp
+    if ts == LATEST:
+        offset = plog.last_stable_offset if committed else plog.high_watermark
+        return _found(p.partition_index, offset, -1)
+    if ts == EARLIEST:
+        return _found(p.partition_index, plog.log_start_offset, -1)
+    if ts < 0 and ts != MAX_TIMESTAMP:
+        return _error(p.partition_index, ErrorCode.INVALID_REQUEST)
+    found = _by_timestamp(plog, ts)
+    if found is None:
+        return _found(p.partition_index, -1, -1, leader_epoch=-1)
+    offset, timestamp, epoch = found
+    limit = plog.last_stable_offset if committed else plog.high_watermark
+    if offset >= limit:
+        return _found(p.partition_index, -1, -1, leader_epoch=-1)
+    return _found(p.partition_index, offset, timestamp, epoch if epoch is not None else 0)
+
+
+def _by_timestamp(plog: Any, ts: int) -> tuple[int, int, int | None] | None:
+    try:
+        result = plog.fetch_offset_by_timestamp(ts)
+    except Exception as e:
+        if getattr(e, "error_code", None) is None:
+            raise
+        return None
+    return result  # type: ignore[no-any-return]
+
+
+def _found(partition: int, offset: int, timestamp: int, leader_epoch: int = 0) -> PartitionResponse:
+    return PartitionResponse(
+        partition_index=partition,
+        error_code=ErrorCode.NONE,
+        timestamp=timestamp,
+        offset=offset,
+        leader_epoch=leader_epoch,
+    )
+
+
+def _error(partition: int, code: int) -> PartitionResponse:
+    return PartitionResponse(partition_index=partition, error_code=code, timestamp=-1, offset=-1)
+
+
+def error_response(request: ListOffsetsRequest, version: int, code: int) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        topics=[
+            TopicResponse(name=t.name, partitions=[_error(p.partition_index, code) for p in t.partitions])
+            for t in request.topics
+        ]
+    )

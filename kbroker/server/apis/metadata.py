@@ -1,0 +1,111 @@
+"""Metadata (key 3), v0-12: this broker, the cluster id, and topics with partitions.
+
+One broker leads every partition: leader = replicas = isr = [node.id], leader
+epoch 0. Requested topics that do not exist are created when
+`auto.create.topics.enable` is on and the request allows it (v4+ flag; always
+for v0-3), with `num.partitions` partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION
+(UNKNOWN_TOPIC_ID for an unknown id, v10+). A null topic list (v1+) or an empty
+one (v0) means all topics. The controller id is our node id.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.metadata.topic_registry import InvalidTopicError, TopicInfo, validate_topic_name
+from kbroker.protocol.codec import ZERO_UUID
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kbroker.server.request_context import RequestContext
+
+log = logging.getLogger(__name__)
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+
+# Bit sets of AclOperation codes, returned when the client asks for authorized
+# operations (v8+): everything is allowed while kbroker has no ACLs.
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
+CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12, 13))
+UNSET_OPERATIONS = -(2**31)
+
+
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    version = ctx.api_version
+    host, port = broker.advertised_endpoint(ctx.listener_name)
+    brokers = [
+        MetadataResponse.MetadataResponseBroker(
+            node_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack
+        )
+    ]
+    want_ops = version >= 8 and request.include_topic_authorized_operations
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [_describe(ctx, info, want_ops) for info in sorted(broker.topics, key=_name)]
+    else:
+        allow_create = request.allow_auto_topic_creation if version >= 4 else True
+        topics = [_requested(ctx, t, allow_create, want_ops) for t in request.topics]
+    cluster_ops = UNSET_OPERATIONS
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = CLUSTER_OPERATIONS
+    return MetadataResponse(
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=cluster_ops,
+    )
+
+
+def _name(info: TopicInfo) -> str:
+    return info.name
+
+
+def _requested(
+    ctx: RequestContext, t: MetadataRequest.MetadataRequestTopic, allow_create: bool, want_ops: bool
+) -> Topic:
+    broker = ctx.broker
+    if t.name is None:
+        info = broker.topics.get_by_id(t.topic_id) if t.topic_id != ZERO_UUID else None
+        if info is None:
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
+        return _describe(ctx, info, want_ops)
+    info = broker.topics.get(t.name)
+    if info is not None:
+        return _describe(ctx, info, want_ops)
+    try:
+        validate_topic_name(t.name)
+    except InvalidTopicError:
+        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=t.name)
+    if allow_create and broker.config.auto_create_topics_enable and not broker.shutting_down:
+        try:
+            info = broker.create_topic(t.name)
+        except Exception:
+            log.exception("auto-creating topic %s failed", t.name)
+            return Topic(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, name=t.name)
+        return _describe(ctx, info, want_ops)
+    return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=t.name)
+
+
+def _describe(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
+    node = ctx.broker.node_id
+    partitions = [
+        Partition(
+            error_code=ErrorCode.NONE,
+            partition_index=p,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for p in range(info.partitions)
+    ]
+    return Topic(
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.is_internal,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_OPERATIONS if want_ops else UNSET_OPERATIONS,
+    )

@@ -1,0 +1,102 @@
+"""Produce (key 0): advertised 0-11, accepted 3-11 (magic-2 record batches).
+
+For each partition the records field (a writable memoryview of the request
+frame, never decoded here) goes to Log.append_as_leader, which validates the
+batches (CRC32C, sizes, max.message.bytes), assigns offsets and stores them,
+or stores nothing and raises an error carrying `.error_code`. The append
+happens synchronously inside `handle`, so pipelined Produce requests on one
+connection append in request order. acks=0 gets no response; acks=1 and
+acks=-1 (all) are the same on a single broker (the ISR is this broker).
+Parked Fetch requests on the partition are woken after each append.
+
+Versions 0-2 (magic 0/1 message sets) are advertised only so that librdkafka
+2.0.2 keeps compression enabled (librdkafka #4956); such requests get
+UNSUPPORTED_VERSION per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from kbroker.server.request_context import RequestContext
+
+log = logging.getLogger(__name__)
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+RecordError = ProduceResponse.BatchIndexAndErrorMessage
+
+MIN_IMPLEMENTED_VERSION = 3
+
+
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    version = ctx.api_version
+    acks = request.acks
+    responses = []
+    for topic in request.topic_data:
+        partitions = []
+        for pd in topic.partition_data:
+            if version < MIN_IMPLEMENTED_VERSION:
+                partitions.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
+            elif acks not in (0, 1, -1):
+                partitions.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+            else:
+                partitions.append(_append(ctx, topic.name, pd))
+        responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses)
+
+
+def _append(
+    ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData
+) -> PartitionResponse:
+    broker = ctx.broker
+    plog = broker.get_log(topic, pd.index)
+    if plog is None:
+        return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not isinstance(pd.records, memoryview | bytes | bytearray) or len(pd.records) == 0:
+        return _error(pd.index, ErrorCode.CORRUPT_MESSAGE, "no records")
+    try:
+        info = plog.append_as_leader(pd.records, leader_epoch=0)
+    except Exception as e:
+        code = getattr(e, "error_code", None)
+        if code is None:
+            log.exception("append to %s-%d failed", topic, pd.index)
+            return _error(pd.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None)
+        record_errors = [
+            RecordError(batch_index=i, batch_index_error_message=msg)
+            for i, msg in getattr(e, "record_errors", None) or ()
+        ]
+        resp = _error(pd.index, code, str(e) or None)
+        resp.record_errors = record_errors
+        return resp
+    broker.append_notifier.notify(plog.topic_partition)
+    return PartitionResponse(
+        index=pd.index,
+        error_code=ErrorCode.NONE,
+        base_offset=info.first_offset,
+        log_append_time_ms=info.log_append_time,
+        log_start_offset=info.log_start_offset,
+    )
+
+
+def _error(index: int, code: int, message: str | None = None) -> PartitionResponse:
+    return PartitionResponse(
+        index=index, error_code=code, base_offset=-1, log_start_offset=-1, error_message=message
+    )
+
+
+def error_response(request: ProduceRequest, version: int, code: int) -> ProduceResponse | None:
+    if request.acks == 0:
+        return None
+    return ProduceResponse(
+        responses=[
+            TopicResponse(
+                name=t.name, partition_responses=[_error(p.index, code) for p in t.partition_data]
+            )
+            for t in request.topic_data
+        ]
+    )

@@ -1,0 +1,321 @@
+"""One client connection: framing, dispatch, and responses strictly in request order.
+
+Wire framing (both directions):
+
+    int32 size | size bytes: request header + body   (response header + body)
+
+A size below 0 or above `socket.request.max.bytes` closes the connection as
+soon as the prefix is read, before any of the frame is buffered.
+
+Requests are decoded and dispatched as they arrive. Each gets a slot in an
+ordered queue; a handler may complete later (long-poll Fetch) and a response
+leaves only when every earlier slot has left, so clients that pipeline (up to
+5 in flight) see responses in request order. An acks=0 Produce occupies a slot
+that produces no bytes. Reading stops (backpressure) while too many responses
+are pending or too many response bytes are queued, and resumes as they drain.
+
+Protocol errors close the connection, as Kafka does: an undecodable header or
+body, an unknown API key, an unsupported version of any API but ApiVersions
+(which answers UNSUPPORTED_VERSION with a v0 body instead). A handler that
+raises is logged; the client gets UNKNOWN_SERVER_ERROR where the API has
+per-item error codes, else the connection is closed. The server lives on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
+from kbroker.protocol.codec import DecodeError, Reader, Writer
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages import REQUESTS
+from kbroker.protocol.messages.request_header import RequestHeader
+from kbroker.protocol.messages.response_header import ResponseHeader
+from kbroker.server.api_table import API_TABLE, ApiSpec
+from kbroker.server.apis import api_versions
+from kbroker.server.request_context import RequestContext
+from kbroker.server.response_writer import ResponseWriter
+
+if TYPE_CHECKING:
+    from kbroker.server.listener import SocketServer
+
+log = logging.getLogger(__name__)
+
+_PREFIX = struct.Struct(">i")
+_HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+MAX_PENDING_RESPONSES = 64
+MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
+_RECV_CHUNK = 256 * 1024
+
+
+class _Slot:
+    __slots__ = ("api_key", "version", "correlation_id", "done", "parts")
+
+    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.done = False
+        self.parts: list[Any] | None = None
+
+
+class Connection:
+    """Used from the event loop thread only."""
+
+    def __init__(self, server: SocketServer, sock: socket.socket, listener_name: str) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.listener_name = listener_name
+        try:
+            host, port = sock.getpeername()[:2]
+            self.peer = f"{host}:{port}"
+        except OSError:
+            self.peer = "?"
+        self.max_request_bytes = server.broker.config.socket_request_max_bytes
+        self.last_active_ms = server.broker.time.monotonic_ms()
+        self.closed = False
+        self._inbuf = bytearray()
+        self._need = 4
+        self._pending: deque[_Slot] = deque()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reading = False
+        self._draining = False  # shutting down: no new requests
+        self.writer = ResponseWriter(self.loop, sock, self._on_write_error, self._on_drained)
+        self._resume_reading()
+
+    # -- state
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending and self.writer.idle
+
+    def stop_reading(self) -> None:
+        """Graceful shutdown: take no new requests, let pending ones finish."""
+        self._draining = True
+        self._pause_reading()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._pause_reading()
+        self.writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        self._pending.clear()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.server.connection_closed(self)
+
+    def _pause_reading(self) -> None:
+        if self._reading:
+            self.loop.remove_reader(self.fd)
+            self._reading = False
+
+    def _resume_reading(self) -> None:
+        if not self._reading and not self.closed and not self._draining:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+
+    def _overloaded(self) -> bool:
+        return (
+            len(self._pending) >= MAX_PENDING_RESPONSES
+            or self.writer.queued_bytes >= MAX_QUEUED_OUTPUT
+        )
+
+    # -- input
+
+    def _on_readable(self) -> None:
+        try:
+            data = self.sock.recv(max(_RECV_CHUNK, min(self._need, 16 * _RECV_CHUNK)))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            log.debug("connection %s: recv failed: %s", self.peer, e)
+            self.close()
+            return
+        if not data:
+            self.close()
+            return
+        self.last_active_ms = self.server.broker.time.monotonic_ms()
+        self._inbuf += data
+        self._process_input()
+
+    def _process_input(self) -> None:
+        buf = self._inbuf
+        pos = 0
+        while not self.closed and not self._draining:
+            if self._overloaded():
+                self._pause_reading()
+                break
+            avail = len(buf) - pos
+            if avail < 4:
+                self._need = 4 - avail
+                break
+            (size,) = _PREFIX.unpack_from(buf, pos)
+            if size < 0 or size > self.max_request_bytes:
+                log.info(
+                    "connection %s: closing, frame size %d outside [0, socket.request.max.bytes=%d]",
+                    self.peer, size, self.max_request_bytes,
+                )
+                self.close()
+                return
+            if avail - 4 < size:
+                self._need = size + 4 - avail
+                break
+            frame = bytearray(buf[pos + 4 : pos + 4 + size])  # writable: records are patched in place
+            pos += 4 + size
+            self._handle_frame(frame)
+        if pos and not self.closed:
+            del buf[:pos]
+
+    def _handle_frame(self, frame: bytearray) -> None:
+        if len(frame) < _HEAD.size:
+            log.info("connection %s: closing, frame of %d bytes is too short", self.peer, len(frame))
+            self.close()
+            return
+        api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+        spec = API_TABLE.get(api_key)
+        if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
+            # KIP-511: answer in the v0 format, without parsing the body.
+            slot = self._new_slot(api_key, 0, correlation_id)
+            self._complete(slot, api_versions.unsupported_version_response(spec))
+            return
+        if spec is None or not spec.min_version <= version <= spec.max_version:
+            log.info(
+                "connection %s: closing, unsupported API key %d version %d", self.peer, api_key, version
+            )
+            self.close()
+            return
+        try:
+            reader = Reader(frame)
+            header = RequestHeader.decode(reader, request_header_version(api_key, version))
+            request = REQUESTS[api_key].decode(reader, version)  # type: ignore[attr-defined]
+        except (DecodeError, UnicodeDecodeError) as e:
+            log.info("connection %s: closing, cannot decode %s v%d: %s",
+                     self.peer, _name(api_key), version, e)
+            self.close()
+            return
+        ctx = RequestContext(
+            broker=self.server.broker,
+            api_key=api_key,
+            api_version=version,
+            correlation_id=correlation_id,
+            client_id=header.client_id,
+            listener_name=self.listener_name,
+            peer=self.peer,
+        )
+        slot = self._new_slot(api_key, version, correlation_id)
+        self._dispatch(slot, spec, ctx, request)
+
+    def _new_slot(self, api_key: int, version: int, correlation_id: int) -> _Slot:
+        slot = _Slot(api_key, version, correlation_id)
+        self._pending.append(slot)
+        return slot
+
+    # -- dispatch
+
+    def _dispatch(self, slot: _Slot, spec: ApiSpec, ctx: RequestContext, request: Any) -> None:
+        try:
+            result = spec.handler(ctx, request)
+        except Exception:
+            log.exception("%s v%d from %s failed", _name(ctx.api_key), ctx.api_version, self.peer)
+            self._fail(slot, spec, request)
+            return
+        if inspect.isawaitable(result):
+            task = self.loop.create_task(self._await(slot, spec, request, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._complete(slot, result)
+
+    async def _await(self, slot: _Slot, spec: ApiSpec, request: Any, result: Any) -> None:
+        try:
+            response = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s v%d from %s failed", _name(slot.api_key), slot.version, self.peer)
+            self._fail(slot, spec, request)
+            return
+        self._complete(slot, response)
+
+    def _fail(self, slot: _Slot, spec: ApiSpec, request: Any) -> None:
+        if spec.error_response is None:
+            self.close()
+            return
+        try:
+            response = spec.error_response(request, slot.version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception:
+            log.exception("building the error response failed")
+            self.close()
+            return
+        self._complete(slot, response)
+
+    def _complete(self, slot: _Slot, response: Any) -> None:
+        if self.closed:
+            return
+        if response is not None:
+            try:
+                slot.parts = self._encode(slot, response)
+            except Exception:
+                log.exception("encoding %s v%d failed", _name(slot.api_key), slot.version)
+                self.close()
+                return
+        slot.done = True
+        self._send_ready()
+
+    def _encode(self, slot: _Slot, response: Any) -> list[Any]:
+        w = Writer()
+        ResponseHeader(correlation_id=slot.correlation_id).encode(
+            w, response_header_version(slot.api_key, slot.version)
+        )
+        response.encode(w, slot.version)
+        parts = w.parts()
+        prefix = _PREFIX.pack(len(w))
+        if parts and isinstance(parts[0], bytes):
+            parts[0] = prefix + parts[0]
+        else:
+            parts.insert(0, prefix)
+        return parts
+
+    def _send_ready(self) -> None:
+        pending = self._pending
+        while pending and pending[0].done and not self.closed:
+            slot = pending.popleft()
+            if slot.parts is not None:
+                self.writer.send(slot.parts)
+        if self._reading is False and not self._overloaded():
+            self._resume_reading()
+            if self._inbuf and self._reading:
+                self.loop.call_soon(self._process_input)
+
+    # -- output callbacks
+
+    def _on_write_error(self, exc: BaseException) -> None:
+        log.debug("connection %s: send failed: %s", self.peer, exc)
+        self.close()
+
+    def _on_drained(self) -> None:
+        self.last_active_ms = self.server.broker.time.monotonic_ms()
+        if not self._reading and not self._overloaded() and not self.closed:
+            self._resume_reading()
+            if self._inbuf and self._reading:
+                self.loop.call_soon(self._process_input)
+
+
+def _name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)

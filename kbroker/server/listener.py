@@ -1,0 +1,153 @@
+"""Listening sockets and the set of live connections.
+
+Each configured listener (`PLAINTEXT://host:port`, port 0 = any free port) is a
+non-blocking listening socket watched with `loop.add_reader`; accepted sockets
+become Connections (TCP_NODELAY, non-blocking). `max.connections` is enforced at
+accept time (the new socket is closed). A periodic sweep closes connections idle
+for longer than `connections.max.idle.ms` (no request read, no response pending).
+
+Graceful stop: `stop_accepting()`, then `drain(timeout)` lets each connection
+finish and send the responses of requests it already read, then `close_all()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING
+
+from kbroker.config import Listener
+from kbroker.server.connection import Connection
+
+if TYPE_CHECKING:
+    from kbroker.broker import BrokerState
+
+log = logging.getLogger(__name__)
+
+_BACKLOG = 1024
+
+
+class BoundListener:
+    def __init__(self, server: SocketServer, listener: Listener) -> None:
+        self.server = server
+        self.listener = listener
+        self.sock = _bind(listener.host, listener.port)
+        self.port: int = self.sock.getsockname()[1]
+        self.host = listener.host
+        server.loop.add_reader(self.sock.fileno(), self._on_acceptable)
+
+    @property
+    def name(self) -> str:
+        return self.listener.name
+
+    def _on_acceptable(self) -> None:
+        for _ in range(64):
+            try:
+                sock, _addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.warning("accept on %s failed: %s", self.listener, e)
+                return
+            self.server.accepted(sock, self.listener.name)
+
+    def close(self) -> None:
+        try:
+            self.server.loop.remove_reader(self.sock.fileno())
+        except (ValueError, OSError):
+            pass
+        self.sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    infos = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    family, socktype, proto, _canon, addr = infos[0]
+    sock = socket.socket(family, socktype, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(_BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class SocketServer:
+    """Used from the event loop thread only."""
+
+    def __init__(self, broker: BrokerState, loop: asyncio.AbstractEventLoop) -> None:
+        self.broker = broker
+        self.loop = loop
+        self.listeners: list[BoundListener] = []
+        self.connections: set[Connection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        try:
+            for lst in self.broker.config.listeners:
+                self.listeners.append(BoundListener(self, lst))
+        except OSError:
+            self.stop_accepting()
+            raise
+        self._schedule_sweep()
+
+    def accepted(self, sock: socket.socket, listener_name: str) -> None:
+        if len(self.connections) >= self.broker.config.max_connections:
+            log.warning("max.connections=%d reached, refusing a connection",
+                        self.broker.config.max_connections)
+            sock.close()
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connections.add(Connection(self, sock, listener_name))
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+
+    # -- idle sweep
+
+    def _schedule_sweep(self) -> None:
+        idle_ms = self.broker.config.connections_max_idle_ms
+        if idle_ms < 0:
+            return
+        interval = max(0.05, min(idle_ms / 4000, 30.0))
+        self._sweeper = self.loop.call_later(interval, self._sweep)
+
+    def _sweep(self) -> None:
+        now = self.broker.time.monotonic_ms()
+        limit = self.broker.config.connections_max_idle_ms
+        for conn in list(self.connections):
+            if conn.idle and now - conn.last_active_ms > limit:
+                log.debug("closing idle connection %s", conn.peer)
+                conn.close()
+        self._schedule_sweep()
+
+    # -- shutdown
+
+    def stop_accepting(self) -> None:
+        for lst in self.listeners:
+            lst.close()
+        self.listeners.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+
+    async def drain(self, timeout: float) -> None:
+        for conn in list(self.connections):
+            conn.stop_reading()
+        deadline = self.loop.time() + timeout
+        while self.loop.time() < deadline:
+            if all(c.idle for c in self.connections):
+                return
+            await asyncio.sleep(0.01)
+        log.warning("shutdown: %d connections still busy after %.1fs",
+                    sum(not c.idle for c in self.connections), timeout)
+
+    def close_all(self) -> None:
+        for conn in list(self.connections):
+            conn.close()

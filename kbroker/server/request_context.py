@@ -1,0 +1,20 @@
+"""What a request handler sees besides the request: who asked, how, and the broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kbroker.broker import BrokerState
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    broker: BrokerState
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    listener_name: str
+    peer: str

@@ -1,0 +1,1 @@
+"""Helpers for users who run a broker inside their own tests."""
