@@ -70,5 +70,11 @@ class Struct:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.FIELDS)
+        args = ", ".join(f"{f.name}={_short(getattr(self, f.name))}" for f in self.FIELDS)
         return f"{type(self).__qualname__}({args})"
+
+
+def _short(value: object) -> str:
+    if isinstance(value, memoryview):
+        return f"<memoryview of {value.nbytes} bytes>"
+    return repr(value)
