@@ -1,0 +1,40 @@
+"""kbroker's compiled core: Cython over the plain C in native/.
+
+Every module here is a compiled extension; there is no pure-Python twin and no
+fallback. Importing this package imports them all, so a missing or broken build
+fails at start-up with an ImportError naming the module, not later with a slow
+or wrong answer (the lesson of aio-libs/aiokafka#913).
+
+What lives where:
+  crc32c    CRC-32C of record batches (native/crc32c.c: SSE4.2 / AVX-512
+            hardware paths and a software fallback, chosen once at load).
+            Python: crc32c(data, value=0); Cython: cimport crc32c_update.
+  records   record batch v2: validation, offset assignment, segment scanning.
+  index     offset and time index entries.
+
+Each kbroker/_core/*.pyx builds into one extension (setup.py); add new ones to
+COMPILED_MODULES below.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+COMPILED_MODULES: tuple[str, ...] = ("crc32c",)
+
+_BUILD_HINT = (
+    "kbroker's compiled core is missing or broken: install with `pip install .` "
+    "or build in place with `python setup.py build_ext --inplace`"
+)
+
+
+def _load(name: str) -> None:
+    try:
+        importlib.import_module(f"{__name__}.{name}")
+    except ImportError as exc:
+        raise ImportError(f"{_BUILD_HINT} (kbroker._core.{name}: {exc})") from exc
+
+
+for _name in COMPILED_MODULES:
+    _load(_name)
+del _name

@@ -1,0 +1,416 @@
+/*
+ * CRC-32C (Castagnoli): software, SSE4.2 and AVX-512 paths, chosen once at load.
+ *
+ * The CRC. Polynomial P = 0x1EDC6F41, processed bit-reflected (0x82F63B78):
+ * each byte enters least significant bit first and bit 0 of the 32-bit
+ * register holds the coefficient of x^31. Read the message M as a polynomial
+ * whose first byte carries the highest powers. A register r that consumes M
+ * becomes  r * x^|M| + M * x^32  (mod P), |M| in bits. The public functions
+ * invert the register on entry and on exit, so CRCs chain: feed the CRC of a
+ * prefix back in and the result is the CRC of the whole.
+ *
+ * 1. Software (slicing-by-8). table[k][b] is the register after byte b
+ *    followed by k zero bytes, starting from zero. Eight bytes are consumed
+ *    with eight independent lookups: xor the register into the low four bytes
+ *    of the word, then xor table[7 - i][byte i] over i. Portable; about
+ *    1-2 GB/s.
+ *
+ * 2. SSE4.2 (x86-64). The crc32 instruction consumes 8 bytes:
+ *    r' = r * x^64 + d * x^32 (mod P). Its latency is 3 cycles but the CPU
+ *    starts one per cycle, so a block of 3L bytes is split into three
+ *    stretches of L bytes run as three independent registers r0, r1, r2
+ *    (r1 and r2 start at zero), and the three results are joined:
+ *        r = shift(r0, 2L) ^ shift(r1, L) ^ r2,  shift(r, L) = r * x^(8L) mod P
+ *    shift is one carry-less multiply (PCLMULQDQ) of r by the constant
+ *    x^(8L-33) mod P, giving a 64-bit product, then one crc32 of that product
+ *    into a zero register, which multiplies by x^32 and reduces. (The product
+ *    of two reflected numbers carries one extra factor x, hence 33.) The
+ *    constants for every L that is a multiple of 8 up to 2 * STREAM_MAX are
+ *    tabled at load, so L follows the buffer: n / 3 rounded down to 8 bytes,
+ *    at most STREAM_MAX. Short buffers and tails use one stream.
+ *
+ * 3. AVX-512 VPCLMULQDQ (x86-64, large buffers). Four 512-bit accumulators
+ *    hold 256 bytes; each 128-bit lane X = A * x^64 + B (A its first 8 bytes)
+ *    is carried D bits forward and xored into the data D bits later:
+ *        X * x^D = A * x^(64+D) + B * x^D,
+ *    two carry-less multiplies per lane by x^(D+31) and x^(D-33) mod P (the
+ *    extra 33 again from reflection: a 64 x 32-bit product lands in a 128-bit
+ *    lane times x^33). The incoming register is xored into the first four
+ *    bytes. At the end the accumulators are folded into one, its four lanes
+ *    into one 128-bit lane X, and the register is X * x^32 mod P, which is two
+ *    crc32 instructions: crc32(crc32(0, A), B). Remaining bytes go to path 2.
+ *
+ * The fold constants are computed at load from x^n mod P; nothing is copied
+ * from a table in a book.
+ */
+#include "crc32c.h"
+
+#include "kb_endian.h"
+
+#ifdef KBROKER_DEBUG
+#include <assert.h>
+#define KB_ASSERT(cond) assert(cond)
+#else
+#define KB_ASSERT(cond) ((void)0)
+#endif
+
+#if defined(__x86_64__) && !defined(KB_CRC32C_PORTABLE)
+#define KB_X86_HW 1
+#include <immintrin.h>
+#else
+#define KB_X86_HW 0
+#endif
+
+#define POLY_REFLECTED 0x82f63b78u
+#define GF_ONE 0x80000000u /* x^0 in the reflected representation */
+
+typedef uint32_t (*crc_fn)(uint32_t crc, const void *data, size_t length);
+
+/* ---- arithmetic in GF(2)[x] / P, reflected, used to build tables ---- */
+
+/* Bytes to skip from p to reach a multiple of alignment, at most n. */
+static size_t head_length(const unsigned char *p, size_t n, size_t alignment)
+{
+    size_t head = (size_t)(-(uintptr_t)p & (alignment - 1));
+    return head < n ? head : n;
+}
+
+static uint32_t gf_times_x(uint32_t a)
+{
+    return (a & 1) ? (a >> 1) ^ POLY_REFLECTED : a >> 1;
+}
+
+#if KB_X86_HW /* products and powers build the hardware paths' constants */
+
+static uint32_t gf_mul(uint32_t a, uint32_t b)
+{
+    uint32_t product = 0;
+    for (int degree = 0; degree < 32; degree++) {
+        if (a & (GF_ONE >> degree))
+            product ^= b;
+        b = gf_times_x(b);
+    }
+    return product;
+}
+
+/* x^n mod P by square and multiply. */
+static uint32_t gf_xpow(uint64_t n)
+{
+    uint32_t result = GF_ONE, square = GF_ONE >> 1;
+    for (; n; n >>= 1) {
+        if (n & 1)
+            result = gf_mul(result, square);
+        square = gf_mul(square, square);
+    }
+    return result;
+}
+
+#endif
+
+/* ---- 1. software: slicing-by-8 ---- */
+
+static uint32_t sw_table[8][256];
+
+static void sw_build_tables(void)
+{
+    for (uint32_t byte = 0; byte < 256; byte++) {
+        uint32_t r = byte;
+        for (int bit = 0; bit < 8; bit++)
+            r = gf_times_x(r);
+        sw_table[0][byte] = r;
+    }
+    for (uint32_t byte = 0; byte < 256; byte++) {
+        uint32_t r = sw_table[0][byte];
+        for (int k = 1; k < 8; k++) {
+            r = sw_table[0][r & 0xff] ^ (r >> 8);
+            sw_table[k][byte] = r;
+        }
+    }
+}
+
+static uint32_t sw_bytes(uint32_t r, const unsigned char *p, size_t n)
+{
+    while (n--)
+        r = sw_table[0][(r ^ *p++) & 0xff] ^ (r >> 8);
+    return r;
+}
+
+static uint32_t sw_word(uint32_t r, uint64_t word)
+{
+    word ^= r;
+    return sw_table[7][word & 0xff] ^ sw_table[6][(word >> 8) & 0xff] ^
+           sw_table[5][(word >> 16) & 0xff] ^ sw_table[4][(word >> 24) & 0xff] ^
+           sw_table[3][(word >> 32) & 0xff] ^ sw_table[2][(word >> 40) & 0xff] ^
+           sw_table[1][(word >> 48) & 0xff] ^ sw_table[0][word >> 56];
+}
+
+static uint32_t sw_update(uint32_t r, const unsigned char *p, size_t n)
+{
+    size_t head = head_length(p, n, 8);
+    r = sw_bytes(r, p, head);
+    p += head;
+    n -= head;
+    for (; n >= 8; p += 8, n -= 8)
+        r = sw_word(r, kb_load_le64(p));
+    return sw_bytes(r, p, n);
+}
+
+uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length)
+{
+    return ~sw_update(~crc, data, length);
+}
+
+#if KB_X86_HW
+
+/* ---- 2. SSE4.2: three crc32 streams joined with PCLMULQDQ ---- */
+
+#define KB_SSE42 __attribute__((target("sse4.2,pclmul")))
+#define STREAM_MAX 4096 /* bytes per stream in one block */
+#define STREAM_MIN 64   /* below 3 * STREAM_MIN bytes, one stream */
+
+/* shift_by[i] = x^(64 i - 33) mod P: multiplies a register by x^(8 * 8i). */
+static uint32_t shift_by[2 * STREAM_MAX / 8 + 1];
+
+static void sse42_build_tables(void)
+{
+    uint32_t x64 = gf_xpow(64);
+    shift_by[1] = gf_xpow(64 - 33);
+    for (size_t i = 2; i < sizeof shift_by / sizeof shift_by[0]; i++)
+        shift_by[i] = gf_mul(shift_by[i - 1], x64);
+}
+
+KB_SSE42 static uint32_t sse42_shift(uint32_t r, uint32_t constant)
+{
+    __m128i product = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)r),
+                                           _mm_cvtsi32_si128((int)constant), 0x00);
+    return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(product));
+}
+
+KB_SSE42 static uint32_t sse42_one_stream(uint32_t r, const unsigned char *p, size_t n)
+{
+    uint64_t r64 = r;
+    for (; n >= 8; p += 8, n -= 8)
+        r64 = _mm_crc32_u64(r64, kb_load_le64(p));
+    r = (uint32_t)r64;
+    if (n & 4) {
+        r = _mm_crc32_u32(r, kb_load_le32(p));
+        p += 4;
+    }
+    if (n & 2) {
+        r = _mm_crc32_u16(r, kb_load_le16(p));
+        p += 2;
+    }
+    if (n & 1)
+        r = _mm_crc32_u8(r, *p);
+    return r;
+}
+
+/* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
+KB_SSE42 static uint32_t sse42_three_streams(uint32_t r, const unsigned char *p, size_t len)
+{
+    KB_ASSERT(len % 8 == 0 && len <= STREAM_MAX);
+    uint64_t r0 = r, r1 = 0, r2 = 0;
+    const unsigned char *end = p + len;
+    for (; p < end; p += 8) {
+        r0 = _mm_crc32_u64(r0, kb_load_le64(p));
+        r1 = _mm_crc32_u64(r1, kb_load_le64(p + len));
+        r2 = _mm_crc32_u64(r2, kb_load_le64(p + 2 * len));
+    }
+    return sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
+           sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
+}
+
+KB_SSE42 static uint32_t sse42_update(uint32_t r, const unsigned char *p, size_t n)
+{
+    size_t head = head_length(p, n, 8);
+    r = sse42_one_stream(r, p, head);
+    p += head;
+    n -= head;
+    while (n >= 3 * STREAM_MIN) {
+        size_t len = n / 24 * 8;
+        if (len > STREAM_MAX)
+            len = STREAM_MAX;
+        r = sse42_three_streams(r, p, len);
+        p += 3 * len;
+        n -= 3 * len;
+    }
+    return sse42_one_stream(r, p, n);
+}
+
+KB_SSE42 uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length)
+{
+    return ~sse42_update(~crc, data, length);
+}
+
+/* ---- 3. AVX-512 VPCLMULQDQ folding ---- */
+
+#define KB_AVX512 __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
+#define FOLD_MIN 1024 /* smaller buffers go to the SSE4.2 path */
+
+/* Per 128-bit lane {x^(D+31), x^(D-33)} mod P: carries a lane D bits on. */
+static uint64_t fold_by_256_bytes[8]; /* D = 2048 in every lane */
+static uint64_t fold_by_64_bytes[8];  /* D = 512 */
+static uint64_t fold_by_128_bytes[8]; /* D = 1024 */
+static uint64_t fold_by_192_bytes[8]; /* D = 1536 */
+static uint64_t fold_lanes[8];        /* lanes 0..2 by D = 384, 256, 128; lane 3 zero */
+
+static void fold_constant(uint64_t *lane, uint64_t d_bits)
+{
+    lane[0] = gf_xpow(d_bits + 31);
+    lane[1] = gf_xpow(d_bits - 33);
+}
+
+static void avx512_build_tables(void)
+{
+    for (int lane = 0; lane < 4; lane++) {
+        fold_constant(&fold_by_256_bytes[2 * lane], 2048);
+        fold_constant(&fold_by_64_bytes[2 * lane], 512);
+        fold_constant(&fold_by_128_bytes[2 * lane], 1024);
+        fold_constant(&fold_by_192_bytes[2 * lane], 1536);
+    }
+    for (int lane = 0; lane < 3; lane++)
+        fold_constant(&fold_lanes[2 * lane], 128u * (3u - (unsigned)lane));
+}
+
+/* acc * x^D + data, D fixed by the constants. */
+KB_AVX512 static inline __m512i avx512_fold(__m512i acc, __m512i constants, __m512i data)
+{
+    __m512i low = _mm512_clmulepi64_epi128(acc, constants, 0x00);
+    __m512i high = _mm512_clmulepi64_epi128(acc, constants, 0x11);
+    return _mm512_ternarylogic_epi64(low, high, data, 0x96);
+}
+
+KB_AVX512 static inline __m512i avx512_constants(const uint64_t *table)
+{
+    return _mm512_loadu_si512(table);
+}
+
+/* The register for a 512-bit accumulator: four lanes into one, then crc32. */
+KB_AVX512 static uint32_t avx512_reduce(__m512i acc)
+{
+    __m512i carried = avx512_fold(acc, avx512_constants(fold_lanes), _mm512_setzero_si512());
+    __m128i lane = _mm_xor_si128(_mm512_castsi512_si128(carried),
+                                 _mm512_extracti32x4_epi32(carried, 1));
+    lane = _mm_xor_si128(lane, _mm512_extracti32x4_epi32(carried, 2));
+    lane = _mm_xor_si128(lane, _mm512_extracti32x4_epi32(acc, 3));
+    uint64_t r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    return (uint32_t)_mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(lane, 1));
+}
+
+/* Consumes n bytes, n >= 256 and a multiple of 64. */
+KB_AVX512 static uint32_t avx512_fold_all(uint32_t r, const unsigned char *p, size_t n)
+{
+    KB_ASSERT(n >= 256 && n % 64 == 0);
+    __m512i k256 = avx512_constants(fold_by_256_bytes);
+    __m512i k64 = avx512_constants(fold_by_64_bytes);
+    __m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(p),
+                                  _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)r)));
+    __m512i x1 = _mm512_loadu_si512(p + 64);
+    __m512i x2 = _mm512_loadu_si512(p + 128);
+    __m512i x3 = _mm512_loadu_si512(p + 192);
+    for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
+        x0 = avx512_fold(x0, k256, _mm512_loadu_si512(p));
+        x1 = avx512_fold(x1, k256, _mm512_loadu_si512(p + 64));
+        x2 = avx512_fold(x2, k256, _mm512_loadu_si512(p + 128));
+        x3 = avx512_fold(x3, k256, _mm512_loadu_si512(p + 192));
+    }
+    x3 = avx512_fold(x2, k64, x3);
+    x3 = avx512_fold(x1, avx512_constants(fold_by_128_bytes), x3);
+    x3 = avx512_fold(x0, avx512_constants(fold_by_192_bytes), x3);
+    for (; n >= 64; p += 64, n -= 64)
+        x3 = avx512_fold(x3, k64, _mm512_loadu_si512(p));
+    return avx512_reduce(x3);
+}
+
+KB_AVX512 static uint32_t avx512_update(uint32_t r, const unsigned char *p, size_t n)
+{
+    if (n >= FOLD_MIN) {
+        size_t head = head_length(p, n, 64);
+        r = sse42_one_stream(r, p, head);
+        p += head;
+        n -= head;
+        size_t body = n & ~(size_t)63;
+        r = avx512_fold_all(r, p, body);
+        _mm256_zeroupper(); /* dirty upper halves slow the caller's SSE code */
+        p += body;
+        n -= body;
+    }
+    return sse42_update(r, p, n);
+}
+
+KB_AVX512 uint32_t kb_crc32c_avx512(uint32_t crc, const void *data, size_t length)
+{
+    return ~avx512_update(~crc, data, length);
+}
+
+static int sse42_available;
+static int avx512_available;
+
+static void hw_detect(void)
+{
+    __builtin_cpu_init();
+    sse42_available = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+    avx512_available = sse42_available && __builtin_cpu_supports("avx512f") &&
+                       __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("vpclmulqdq");
+    if (sse42_available)
+        sse42_build_tables();
+    if (avx512_available)
+        avx512_build_tables();
+}
+
+#else /* no x86-64 hardware path: the software path stands in */
+
+static const int sse42_available = 0;
+static const int avx512_available = 0;
+
+static void hw_detect(void) {}
+
+uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length)
+{
+    return kb_crc32c_sw(crc, data, length);
+}
+
+uint32_t kb_crc32c_avx512(uint32_t crc, const void *data, size_t length)
+{
+    return kb_crc32c_sw(crc, data, length);
+}
+
+#endif /* KB_X86_HW */
+
+/* ---- dispatch, settled once when the library loads ---- */
+
+static crc_fn active_fn = kb_crc32c_sw;
+static const char *active_name = "software";
+
+__attribute__((constructor)) static void kb_crc32c_init(void)
+{
+    sw_build_tables();
+    hw_detect();
+    if (avx512_available) {
+        active_fn = kb_crc32c_avx512;
+        active_name = "avx512-vpclmulqdq";
+    } else if (sse42_available) {
+        active_fn = kb_crc32c_sse42;
+        active_name = "sse4.2";
+    }
+}
+
+uint32_t kb_crc32c(uint32_t crc, const void *data, size_t length)
+{
+    return active_fn(crc, data, length);
+}
+
+int kb_crc32c_sse42_available(void) { return sse42_available; }
+
+int kb_crc32c_avx512_available(void) { return avx512_available; }
+
+int kb_crc32c_hw_available(void) { return sse42_available; }
+
+uint32_t kb_crc32c_hw(uint32_t crc, const void *data, size_t length)
+{
+    return avx512_available ? kb_crc32c_avx512(crc, data, length)
+                            : kb_crc32c_sse42(crc, data, length);
+}
+
+const char *kb_crc32c_implementation(void) { return active_name; }

@@ -1,0 +1,52 @@
+/*
+ * CRC-32C (Castagnoli), as Kafka's record batch v2 uses it.
+ *
+ * Every function takes the CRC of the bytes before `data` (0 to start) and
+ * returns the CRC of those bytes followed by `data`; the pre- and
+ * post-inversion happen inside. So
+ *     kb_crc32c(0, "123456789", 9) == 0xE3069283
+ *     kb_crc32c(kb_crc32c(0, a, n), b, m) == CRC of a followed by b.
+ *
+ * kb_crc32c() calls the fastest path the CPU offers, chosen once when the
+ * library loads. The other entry points name one path, so tests can compare
+ * them; call a hardware path only when its *_available() says so.
+ * No function allocates, fails or keeps state between calls.
+ */
+#ifndef KB_CRC32C_H
+#define KB_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The active path (hardware if the CPU has it, else software). */
+uint32_t kb_crc32c(uint32_t crc, const void *data, size_t length);
+
+/* Portable slicing-by-8 software path; works on every CPU. */
+uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length);
+
+/* The best hardware path; valid only if kb_crc32c_hw_available(). */
+int kb_crc32c_hw_available(void);
+uint32_t kb_crc32c_hw(uint32_t crc, const void *data, size_t length);
+
+/* x86-64 SSE4.2 crc32 instruction, three interleaved streams combined with
+ * PCLMULQDQ; valid only if kb_crc32c_sse42_available(). */
+int kb_crc32c_sse42_available(void);
+uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length);
+
+/* x86-64 AVX-512 VPCLMULQDQ folding for large buffers (the SSE4.2 path for
+ * the rest); valid only if kb_crc32c_avx512_available(). */
+int kb_crc32c_avx512_available(void);
+uint32_t kb_crc32c_avx512(uint32_t crc, const void *data, size_t length);
+
+/* Name of the active path: "avx512-vpclmulqdq", "sse4.2" or "software". */
+const char *kb_crc32c_implementation(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KB_CRC32C_H */
