@@ -1,0 +1,81 @@
+"""Typed face of kbroker/_core/records.pyx (record batch v2 validation and scanning)."""
+
+from kbroker.protocol.error_code import ErrorCode
+
+RECORD_BATCH_OVERHEAD: int
+BATCH_LOG_OVERHEAD: int
+MAGIC_OFFSET: int
+CRC_OFFSET: int
+ATTRIBUTES_OFFSET: int
+
+class RecordValidationError(Exception):
+    error_code: ErrorCode
+    position: int
+    def __init__(self, error_code: int, message: str, position: int = 0) -> None: ...
+
+class BatchesInfo:
+    batch_count: int
+    record_count: int
+    offset_count: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    codecs: int
+    attributes_or: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    valid_bytes: int
+    @property
+    def compressed(self) -> bool: ...
+    @property
+    def has_transactional(self) -> bool: ...
+    @property
+    def has_control(self) -> bool: ...
+
+class SegmentScan:
+    valid_bytes: int
+    batch_count: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    bytes_since_last_index_entry: int
+    offset_index_entries: bytes
+    time_index_entries: bytes
+    epoch_starts: list[tuple[int, int]]
+    error: str | None
+
+_Buffer = bytes | bytearray | memoryview
+
+def validate_batches(
+    buf: object,
+    max_message_bytes: int = ...,
+    *,
+    now_ms: int = ...,
+    timestamp_before_max_ms: int = ...,
+    timestamp_after_max_ms: int = ...,
+    check_timestamps: bool = ...,
+    from_client: bool = ...,
+) -> BatchesInfo: ...
+def assign_offsets(
+    buf: object, base_offset: int, partition_leader_epoch: int, log_append_time: int = ...
+) -> int: ...
+def scan_segment(
+    buf: object,
+    base_offset: int,
+    start_position: int = ...,
+    expected_next_offset: int = ...,
+    index_interval_bytes: int = ...,
+    last_time_index_timestamp: int = ...,
+    max_timestamp: int = ...,
+    offset_of_max_timestamp: int = ...,
+    last_epoch: int = ...,
+    require_contiguous: bool = ...,
+) -> SegmentScan: ...
+def find_batch(
+    fd: int, start_position: int, end_position: int, target_offset: int
+) -> tuple[int, int, int, int] | None: ...
+def find_batch_by_timestamp(
+    fd: int, start_position: int, end_position: int, target_timestamp: int
+) -> tuple[int, int, int, int, int] | None: ...
+def record_timestamps(records: object, count: int, base_timestamp: int) -> list[tuple[int, int]]: ...
+def scan_headers(fd: int, start_position: int, end_position: int) -> tuple[int, int, int, int, int]: ...

@@ -1,0 +1,739 @@
+# cython: language_level=3
+"""Record batch v2 (magic 2): validation, offset assignment and segment scanning.
+
+Layout of one batch (big-endian), byte positions from the start of the batch:
+
+    pos  size  field                    covered by the CRC
+      0     8  baseOffset               no   (patched by the broker)
+      8     4  batchLength              no   (bytes after this field: size - 12)
+     12     4  partitionLeaderEpoch     no   (patched by the broker)
+     16     1  magic (= 2)              no
+     17     4  crc (CRC-32C, unsigned)  no
+     21     2  attributes               yes  bits 0-2 codec, 3 LogAppendTime,
+                                             4 transactional, 5 control, 6 delete horizon
+     23     4  lastOffsetDelta          yes
+     27     8  baseTimestamp            yes
+     35     8  maxTimestamp             yes
+     43     8  producerId               yes
+     51     2  producerEpoch            yes
+     53     4  baseSequence             yes
+     57     4  recordCount              yes
+     61     -  records (compressed as a whole when codec != 0)
+
+One record (uncompressed records section):
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint | key | valueLength varint | value | headerCount varint | headers
+
+Varints are zigzag-encoded (protobuf sint32/sint64). Magic sits at byte 16 in
+every message format (v0 and v1 too), so it is read before anything else.
+
+Everything here works on whole payloads or whole segments in one call: nothing
+crosses into Python once per record. Errors are returned as status codes by the
+nogil walkers and turned into RecordValidationError (carrying an ErrorCode) at
+the Python boundary.
+"""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from posix.unistd cimport pread
+
+from kbroker._core.crc32c cimport crc32c_update
+
+from kbroker.protocol.error_code import ErrorCode
+
+
+cdef extern from "kb_endian.h" nogil:
+    uint16_t kb_load_be16(const void *p)
+    uint32_t kb_load_be32(const void *p)
+    uint64_t kb_load_be64(const void *p)
+    void kb_store_be16(void *p, uint16_t v)
+    void kb_store_be32(void *p, uint32_t v)
+    void kb_store_be64(void *p, uint64_t v)
+
+
+cdef enum:
+    BASE_OFFSET_POS = 0
+    LENGTH_POS = 8
+    PARTITION_LEADER_EPOCH_POS = 12
+    MAGIC_POS = 16
+    CRC_POS = 17
+    ATTRIBUTES_POS = 21
+    LAST_OFFSET_DELTA_POS = 23
+    BASE_TIMESTAMP_POS = 27
+    MAX_TIMESTAMP_POS = 35
+    PRODUCER_ID_POS = 43
+    PRODUCER_EPOCH_POS = 51
+    BASE_SEQUENCE_POS = 53
+    RECORD_COUNT_POS = 57
+    HEADER_SIZE = 61
+    LOG_OVERHEAD = 12
+
+cdef enum:
+    CODEC_MASK = 0x07
+    TIMESTAMP_TYPE_BIT = 0x08
+    TRANSACTIONAL_BIT = 0x10
+    CONTROL_BIT = 0x20
+
+cdef int64_t INT64_MAX_ = 0x7FFFFFFFFFFFFFFF
+
+# Python-visible copies of the layout constants.
+RECORD_BATCH_OVERHEAD = HEADER_SIZE
+BATCH_LOG_OVERHEAD = LOG_OVERHEAD
+MAGIC_OFFSET = MAGIC_POS
+CRC_OFFSET = CRC_POS
+ATTRIBUTES_OFFSET = ATTRIBUTES_POS
+
+# Statuses of the nogil walkers.
+cdef enum Status:
+    ST_OK = 0
+    ST_TRUNCATED = 1        # buffer ends inside a batch header or body
+    ST_BAD_LENGTH = 2       # batchLength below the v2 header size
+    ST_OLD_MAGIC = 3        # magic 0 or 1
+    ST_BAD_MAGIC = 4        # any other magic
+    ST_CRC = 5
+    ST_COUNT = 6            # recordCount vs lastOffsetDelta
+    ST_RECORDS = 7          # records do not fill the batch exactly / bad varint
+    ST_TOO_LARGE = 8
+    ST_CODEC = 9
+    ST_OFFSET_DELTA = 10    # record offsetDelta not consecutive
+    ST_TIMESTAMP = 11
+    ST_CONTROL = 12
+    ST_OFFSET_ORDER = 13    # scanner: batch offsets not increasing / not contiguous
+    ST_IO = 14
+
+_MESSAGES = {
+    ST_TRUNCATED: "batch truncated: buffer ends before the batch does",
+    ST_BAD_LENGTH: "batch length below the v2 record batch header size",
+    ST_OLD_MAGIC: "message format v0/v1 is not supported",
+    ST_BAD_MAGIC: "unknown magic byte",
+    ST_CRC: "CRC-32C mismatch",
+    ST_COUNT: "record count does not match lastOffsetDelta + 1",
+    ST_RECORDS: "records do not fill the batch",
+    ST_TOO_LARGE: "batch larger than max.message.bytes",
+    ST_CODEC: "unknown compression codec",
+    ST_OFFSET_DELTA: "record offset deltas are not consecutive",
+    ST_TIMESTAMP: "timestamp out of the accepted range",
+    ST_CONTROL: "clients may not write control batches",
+    ST_OFFSET_ORDER: "batch offsets out of order",
+    ST_IO: "I/O error",
+}
+
+
+cdef object _error_code(int status):
+    if status == ST_OLD_MAGIC:
+        return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    if status == ST_TOO_LARGE:
+        return ErrorCode.MESSAGE_TOO_LARGE
+    if status == ST_TIMESTAMP:
+        return ErrorCode.INVALID_TIMESTAMP
+    if status in (ST_COUNT, ST_OFFSET_DELTA, ST_CONTROL):
+        return ErrorCode.INVALID_RECORD
+    if status == ST_IO:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordValidationError(Exception):
+    """A payload was rejected; `error_code` is the Kafka error to answer with."""
+
+    def __init__(self, error_code, message, position=0):
+        super().__init__(f"{ErrorCode(error_code).name}: {message} (at byte {position})")
+        self.error_code = ErrorCode(error_code)
+        self.position = position
+
+
+cdef inline int64_t zigzag(uint64_t v) noexcept nogil:
+    return <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
+
+
+cdef inline int read_varlong(const unsigned char **pp, const unsigned char *end,
+                             int max_bytes, int64_t *out) noexcept nogil:
+    """Read one zigzag varint of at most max_bytes bytes; 0 on success, -1 if malformed."""
+    cdef const unsigned char *p = pp[0]
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef int i
+    cdef unsigned char b
+    for i in range(max_bytes):
+        if p >= end:
+            return -1
+        b = p[0]
+        p += 1
+        v |= <uint64_t>(b & 0x7F) << shift
+        if not (b & 0x80):
+            pp[0] = p
+            out[0] = zigzag(v)
+            return 0
+        shift += 7
+    return -1
+
+
+cdef struct RecordWalk:
+    int64_t max_timestamp          # largest record timestamp
+    int32_t offset_delta_of_max    # offset delta of the first record carrying it
+    int64_t min_timestamp
+
+
+cdef int walk_records(const unsigned char *p, const unsigned char *end, int32_t count,
+                      int64_t base_timestamp, RecordWalk *w) noexcept nogil:
+    """Walk the uncompressed records section: lengths fill it, offset deltas are 0..count-1."""
+    cdef int64_t length, ts_delta, offset_delta, ts
+    cdef const unsigned char *q
+    cdef const unsigned char *rec_end
+    cdef int32_t i
+    w.max_timestamp = -1
+    w.offset_delta_of_max = 0
+    w.min_timestamp = INT64_MAX_
+    for i in range(count):
+        if read_varlong(&p, end, 5, &length) != 0 or length < 3 or length > end - p:
+            return ST_RECORDS
+        rec_end = p + length
+        q = p + 1  # skip record attributes
+        if read_varlong(&q, rec_end, 10, &ts_delta) != 0:
+            return ST_RECORDS
+        if read_varlong(&q, rec_end, 5, &offset_delta) != 0:
+            return ST_RECORDS
+        if offset_delta != i:
+            return ST_OFFSET_DELTA
+        ts = base_timestamp + ts_delta
+        if ts > w.max_timestamp:
+            w.max_timestamp = ts
+            w.offset_delta_of_max = i
+        if ts < w.min_timestamp:
+            w.min_timestamp = ts
+        p = rec_end
+    if p != end:
+        return ST_RECORDS
+    return ST_OK
+
+
+cdef struct Header:
+    int64_t base_offset
+    int32_t batch_length
+    int32_t partition_leader_epoch
+    int8_t magic
+    uint32_t crc
+    int16_t attributes
+    int32_t last_offset_delta
+    int64_t base_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int32_t record_count
+
+
+cdef inline void read_header(const unsigned char *p, Header *h) noexcept nogil:
+    h.base_offset = <int64_t>kb_load_be64(p + BASE_OFFSET_POS)
+    h.batch_length = <int32_t>kb_load_be32(p + LENGTH_POS)
+    h.partition_leader_epoch = <int32_t>kb_load_be32(p + PARTITION_LEADER_EPOCH_POS)
+    h.magic = <int8_t>p[MAGIC_POS]
+    h.crc = kb_load_be32(p + CRC_POS)
+    h.attributes = <int16_t>kb_load_be16(p + ATTRIBUTES_POS)
+    h.last_offset_delta = <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
+    h.base_timestamp = <int64_t>kb_load_be64(p + BASE_TIMESTAMP_POS)
+    h.max_timestamp = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
+    h.producer_id = <int64_t>kb_load_be64(p + PRODUCER_ID_POS)
+    h.producer_epoch = <int16_t>kb_load_be16(p + PRODUCER_EPOCH_POS)
+    h.base_sequence = <int32_t>kb_load_be32(p + BASE_SEQUENCE_POS)
+    h.record_count = <int32_t>kb_load_be32(p + RECORD_COUNT_POS)
+
+
+cdef int check_frame(const unsigned char *p, int64_t avail, Header *h) noexcept nogil:
+    """Header sanity and CRC of the batch at p with `avail` bytes left in the buffer."""
+    cdef int64_t size
+    if avail < LOG_OVERHEAD + 5:
+        return ST_TRUNCATED
+    if p[MAGIC_POS] != 2:
+        return ST_OLD_MAGIC if p[MAGIC_POS] < 2 else ST_BAD_MAGIC
+    if avail < HEADER_SIZE:
+        return ST_TRUNCATED
+    read_header(p, h)
+    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        return ST_BAD_LENGTH
+    size = <int64_t>h.batch_length + LOG_OVERHEAD
+    if size > avail:
+        return ST_TRUNCATED
+    if crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS) != h.crc:
+        return ST_CRC
+    return ST_OK
+
+
+cdef struct ValidateArgs:
+    int64_t max_message_bytes
+    int64_t now_ms
+    int64_t before_max_ms
+    int64_t after_max_ms
+    bint check_timestamps
+    bint from_client
+
+
+cdef struct Summary:
+    int32_t batch_count
+    int64_t record_count
+    int64_t offset_count
+    int64_t max_timestamp
+    int64_t offset_of_max_timestamp   # relative to the first offset of the payload
+    int32_t codecs                    # bit (1 << codec) for each codec seen
+    int16_t attributes_or
+    int64_t producer_id
+    int16_t producer_epoch
+    int32_t base_sequence
+    int64_t error_position
+
+
+cdef inline bint timestamp_ok(int64_t ts, const ValidateArgs *a) noexcept nogil:
+    if ts == -1:
+        return True
+    if a.before_max_ms < a.now_ms and ts < a.now_ms - a.before_max_ms:
+        return False
+    if a.after_max_ms <= INT64_MAX_ - a.now_ms and ts > a.now_ms + a.after_max_ms:
+        return False
+    return True
+
+
+cdef int validate_one(const unsigned char *p, int64_t avail, const ValidateArgs *a,
+                      Summary *s) noexcept nogil:
+    cdef Header h
+    cdef RecordWalk w
+    cdef int st = check_frame(p, avail, &h)
+    cdef int codec
+    cdef int64_t size, max_ts
+    cdef int32_t max_delta
+    if st != ST_OK:
+        return st
+    size = <int64_t>h.batch_length + LOG_OVERHEAD
+    if size > a.max_message_bytes:
+        return ST_TOO_LARGE
+    codec = h.attributes & CODEC_MASK
+    if codec > 4:
+        return ST_CODEC
+    if h.record_count <= 0 or h.last_offset_delta < 0 or h.record_count != h.last_offset_delta + 1:
+        return ST_COUNT
+    if a.from_client and (h.attributes & CONTROL_BIT):
+        return ST_CONTROL
+    max_ts = h.max_timestamp
+    max_delta = h.last_offset_delta
+    if codec == 0:
+        st = walk_records(p + HEADER_SIZE, p + size, h.record_count, h.base_timestamp, &w)
+        if st != ST_OK:
+            return st
+        if a.check_timestamps and (not timestamp_ok(w.min_timestamp, a)
+                                   or not timestamp_ok(w.max_timestamp, a)):
+            return ST_TIMESTAMP
+        if w.max_timestamp == max_ts:
+            max_delta = w.offset_delta_of_max
+    elif a.check_timestamps and (not timestamp_ok(h.base_timestamp, a)
+                                 or not timestamp_ok(max_ts, a)):
+        return ST_TIMESTAMP
+    if s.batch_count == 0:
+        s.producer_id = h.producer_id
+        s.producer_epoch = h.producer_epoch
+        s.base_sequence = h.base_sequence
+    if max_ts > s.max_timestamp:
+        s.max_timestamp = max_ts
+        s.offset_of_max_timestamp = s.offset_count + max_delta
+    s.batch_count += 1
+    s.record_count += h.record_count
+    s.offset_count += <int64_t>h.last_offset_delta + 1
+    s.codecs |= 1 << codec
+    s.attributes_or |= h.attributes
+    return ST_OK
+
+
+cdef int validate_all(const unsigned char *buf, int64_t n, const ValidateArgs *a,
+                      Summary *s) noexcept nogil:
+    cdef int64_t pos = 0
+    cdef int st
+    s.batch_count = 0
+    s.record_count = 0
+    s.offset_count = 0
+    s.max_timestamp = -1
+    s.offset_of_max_timestamp = -1
+    s.codecs = 0
+    s.attributes_or = 0
+    s.producer_id = -1
+    s.producer_epoch = -1
+    s.base_sequence = -1
+    while pos < n:
+        st = validate_one(buf + pos, n - pos, a, s)
+        if st != ST_OK:
+            s.error_position = pos
+            return st
+        pos += <int64_t>(<int32_t>kb_load_be32(buf + pos + LENGTH_POS)) + LOG_OVERHEAD
+    return ST_OK
+
+
+cdef class BatchesInfo:
+    """What validate_batches learnt about a payload (offsets relative to its first offset)."""
+
+    cdef readonly int batch_count
+    cdef readonly long long record_count
+    cdef readonly long long offset_count
+    cdef readonly long long max_timestamp
+    cdef readonly long long offset_of_max_timestamp
+    cdef readonly int codecs
+    cdef readonly int attributes_or
+    cdef readonly long long producer_id
+    cdef readonly int producer_epoch
+    cdef readonly int base_sequence
+    cdef readonly long long valid_bytes
+
+    @property
+    def compressed(self):
+        return (self.codecs & ~1) != 0
+
+    @property
+    def has_transactional(self):
+        return (self.attributes_or & TRANSACTIONAL_BIT) != 0
+
+    @property
+    def has_control(self):
+        return (self.attributes_or & CONTROL_BIT) != 0
+
+    def __repr__(self):
+        return (f"BatchesInfo(batch_count={self.batch_count}, record_count={self.record_count}, "
+                f"offset_count={self.offset_count}, max_timestamp={self.max_timestamp}, "
+                f"valid_bytes={self.valid_bytes})")
+
+
+def validate_batches(const unsigned char[::1] buf, long long max_message_bytes=0x7FFFFFFF, *,
+                     long long now_ms=0, long long timestamp_before_max_ms=0x7FFFFFFFFFFFFFFF,
+                     long long timestamp_after_max_ms=0x7FFFFFFFFFFFFFFF,
+                     bint check_timestamps=False, bint from_client=True):
+    """Validate every batch of a Produce payload without decoding compressed records.
+
+    Raises RecordValidationError (with .error_code) on the first bad batch.
+    """
+    cdef ValidateArgs a
+    cdef Summary s
+    cdef int st
+    cdef int64_t n = buf.shape[0]
+    cdef const unsigned char *p = &buf[0] if n > 0 else NULL
+    a.max_message_bytes = max_message_bytes
+    a.now_ms = now_ms
+    a.before_max_ms = timestamp_before_max_ms
+    a.after_max_ms = timestamp_after_max_ms
+    a.check_timestamps = check_timestamps
+    a.from_client = from_client
+    s.error_position = 0
+    with nogil:
+        st = validate_all(p, n, &a, &s)
+    if st != ST_OK:
+        raise RecordValidationError(_error_code(st), _MESSAGES[st], s.error_position)
+    cdef BatchesInfo info = BatchesInfo.__new__(BatchesInfo)
+    info.batch_count = s.batch_count
+    info.record_count = s.record_count
+    info.offset_count = s.offset_count
+    info.max_timestamp = s.max_timestamp
+    info.offset_of_max_timestamp = s.offset_of_max_timestamp
+    info.codecs = s.codecs
+    info.attributes_or = s.attributes_or
+    info.producer_id = s.producer_id
+    info.producer_epoch = s.producer_epoch
+    info.base_sequence = s.base_sequence
+    info.valid_bytes = n
+    return info
+
+
+def assign_offsets(unsigned char[::1] buf, long long base_offset, int partition_leader_epoch,
+                   long long log_append_time=-1):
+    """Patch baseOffset and partitionLeaderEpoch of every (validated) batch in place.
+
+    With log_append_time >= 0 also set the LogAppendTime attribute bit and maxTimestamp
+    and recompute the CRC (the only case that touches CRC-covered bytes). Returns the
+    last offset assigned.
+    """
+    cdef int64_t n = buf.shape[0]
+    cdef int64_t pos = 0
+    cdef int64_t next_offset = base_offset
+    cdef int64_t size
+    cdef unsigned char *p
+    cdef int32_t last_delta
+    cdef uint16_t attrs
+    if n == 0:
+        return base_offset - 1
+    with nogil:
+        while pos + HEADER_SIZE <= n:
+            p = &buf[0] + pos
+            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > n:
+                break
+            last_delta = <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
+            kb_store_be64(p + BASE_OFFSET_POS, <uint64_t>next_offset)
+            kb_store_be32(p + PARTITION_LEADER_EPOCH_POS, <uint32_t>partition_leader_epoch)
+            if log_append_time >= 0:
+                attrs = kb_load_be16(p + ATTRIBUTES_POS) | TIMESTAMP_TYPE_BIT
+                kb_store_be16(p + ATTRIBUTES_POS, attrs)
+                kb_store_be64(p + MAX_TIMESTAMP_POS, <uint64_t>log_append_time)
+                kb_store_be32(p + CRC_POS, crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS))
+            next_offset += <int64_t>last_delta + 1
+            pos += size
+    if pos != n:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "payload not validated", pos)
+    return next_offset - 1
+
+
+# ---------------------------------------------------------------------------------------
+# Segment scanning (recovery, index rebuilding)
+
+cdef class SegmentScan:
+    """Result of scan_segment: the valid prefix and the index entries to write for it."""
+
+    cdef readonly long long valid_bytes
+    cdef readonly int batch_count
+    cdef readonly long long next_offset
+    cdef readonly long long max_timestamp
+    cdef readonly long long offset_of_max_timestamp
+    cdef readonly long long bytes_since_last_index_entry
+    cdef readonly bytes offset_index_entries
+    cdef readonly bytes time_index_entries
+    cdef readonly list epoch_starts
+    cdef readonly object error
+
+    def __repr__(self):
+        return (f"SegmentScan(valid_bytes={self.valid_bytes}, batch_count={self.batch_count}, "
+                f"next_offset={self.next_offset}, error={self.error!r})")
+
+
+def scan_segment(const unsigned char[::1] buf, long long base_offset, long long start_position=0,
+                 long long expected_next_offset=-1, long long index_interval_bytes=4096,
+                 long long last_time_index_timestamp=-1, long long max_timestamp=-1,
+                 long long offset_of_max_timestamp=-1, int last_epoch=-1,
+                 bint require_contiguous=False):
+    """Walk a segment's bytes from start_position, batch by batch, checking CRCs.
+
+    Stops at the first invalid or torn batch. Builds the sparse offset index entries
+    (relative last offset int32, position int32) and time index entries (max timestamp
+    so far int64, relative offset int32) as Kafka's LogSegment.recover does, and the
+    leader epoch changes [(epoch, start_offset)] seen after `last_epoch`.
+    """
+    cdef int64_t n = buf.shape[0]
+    cdef const unsigned char *b = &buf[0] if n > 0 else NULL
+    cdef int64_t pos = start_position
+    cdef int64_t last_entry_pos = start_position
+    cdef int64_t next_off = expected_next_offset
+    cdef int64_t size, last_offset, rel
+    cdef int64_t last_ts_entry = last_time_index_timestamp
+    cdef int64_t max_ts = max_timestamp
+    cdef int64_t off_max = offset_of_max_timestamp
+    cdef int32_t batches = 0
+    cdef int st = ST_OK
+    cdef Header h
+    cdef bytearray oidx = bytearray()
+    cdef bytearray tidx = bytearray()
+    cdef unsigned char entry[12]
+    cdef list epochs = []
+    cdef int epoch = last_epoch
+    cdef bint first = True
+    while pos < n:
+        with nogil:
+            st = check_frame(b + pos, n - pos, &h)
+        if st != ST_OK:
+            break
+        size = <int64_t>h.batch_length + LOG_OVERHEAD
+        last_offset = h.base_offset + h.last_offset_delta
+        if (h.base_offset < base_offset or h.last_offset_delta < 0
+                or last_offset - base_offset > 0x7FFFFFFF
+                or (next_off >= 0 and h.base_offset < next_off)
+                or (require_contiguous and next_off >= 0 and h.base_offset != next_off)):
+            st = ST_OFFSET_ORDER
+            break
+        if h.max_timestamp > max_ts:
+            max_ts = h.max_timestamp
+            off_max = last_offset
+        if pos - last_entry_pos > index_interval_bytes:
+            rel = last_offset - base_offset
+            kb_store_be32(entry, <uint32_t>rel)
+            kb_store_be32(entry + 4, <uint32_t>pos)
+            oidx += entry[:8]
+            if max_ts > last_ts_entry:
+                kb_store_be64(entry, <uint64_t>max_ts)
+                kb_store_be32(entry + 8, <uint32_t>(off_max - base_offset))
+                tidx += entry[:12]
+                last_ts_entry = max_ts
+            last_entry_pos = pos
+        if h.partition_leader_epoch >= 0 and h.partition_leader_epoch > epoch:
+            epoch = h.partition_leader_epoch
+            epochs.append((epoch, h.base_offset))
+        next_off = last_offset + 1
+        batches += 1
+        pos += size
+    cdef SegmentScan r = SegmentScan.__new__(SegmentScan)
+    r.valid_bytes = pos
+    r.batch_count = batches
+    r.next_offset = next_off
+    r.max_timestamp = max_ts
+    r.offset_of_max_timestamp = off_max
+    r.bytes_since_last_index_entry = pos - last_entry_pos
+    r.offset_index_entries = bytes(oidx)
+    r.time_index_entries = bytes(tidx)
+    r.epoch_starts = epochs
+    r.error = None if st == ST_OK else _MESSAGES[st]
+    return r
+
+
+# ---------------------------------------------------------------------------------------
+# Header walks over a segment file descriptor (offset -> position, timestamp -> position)
+
+cdef enum:
+    CURSOR_BUF = 16384
+
+cdef struct Cursor:
+    int fd
+    int64_t buf_pos
+    int64_t buf_len
+    unsigned char buf[CURSOR_BUF]
+
+
+cdef const unsigned char *cursor_header(Cursor *c, int64_t pos, int64_t end) noexcept nogil:
+    """The 61 header bytes at pos (reading ahead), or NULL on a short file / error."""
+    cdef int64_t want, got
+    cdef ssize_t r
+    if pos >= c.buf_pos and pos + HEADER_SIZE <= c.buf_pos + c.buf_len:
+        return c.buf + (pos - c.buf_pos)
+    want = end - pos
+    if want > CURSOR_BUF:
+        want = CURSOR_BUF
+    if want < HEADER_SIZE:
+        return NULL
+    got = 0
+    while got < want:
+        r = pread(c.fd, c.buf + got, want - got, pos + got)
+        if r <= 0:
+            break
+        got += r
+    c.buf_pos = pos
+    c.buf_len = got
+    if got < HEADER_SIZE:
+        return NULL
+    return c.buf
+
+
+def find_batch(int fd, long long start_position, long long end_position, long long target_offset):
+    """First batch at or after start_position whose last offset >= target_offset.
+
+    Returns (position, base_offset, last_offset, size) or None when none exists before
+    end_position. Reads headers only, through a small read-ahead buffer.
+    """
+    cdef Cursor c
+    cdef const unsigned char *p
+    cdef int64_t pos = start_position
+    cdef int64_t base, last, size
+    cdef bint found = False
+    c.fd = fd
+    c.buf_pos = 0
+    c.buf_len = 0
+    with nogil:
+        while pos < end_position:
+            p = cursor_header(&c, pos, end_position)
+            if p == NULL:
+                break
+            base = <int64_t>kb_load_be64(p)
+            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
+            last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
+            if size < HEADER_SIZE:
+                break
+            if last >= target_offset:
+                found = True
+                break
+            pos += size
+    if not found:
+        return None
+    return (pos, base, last, size)
+
+
+def find_batch_by_timestamp(int fd, long long start_position, long long end_position,
+                            long long target_timestamp):
+    """First batch at or after start_position whose maxTimestamp >= target_timestamp.
+
+    Returns (position, base_offset, last_offset, size, max_timestamp) or None.
+    """
+    cdef Cursor c
+    cdef const unsigned char *p
+    cdef int64_t pos = start_position
+    cdef int64_t base = 0, last = 0, size = 0, ts = 0
+    cdef bint found = False
+    c.fd = fd
+    c.buf_pos = 0
+    c.buf_len = 0
+    with nogil:
+        while pos < end_position:
+            p = cursor_header(&c, pos, end_position)
+            if p == NULL:
+                break
+            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
+            if size < HEADER_SIZE:
+                break
+            ts = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
+            if ts >= target_timestamp:
+                base = <int64_t>kb_load_be64(p)
+                last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
+                found = True
+                break
+            pos += size
+    if not found:
+        return None
+    return (pos, base, last, size, ts)
+
+
+def record_timestamps(const unsigned char[::1] records, int count, long long base_timestamp):
+    """(offset_delta, timestamp) of each record of an uncompressed records section.
+
+    For ListOffsets by timestamp inside one batch (rare path); compressed batches are
+    decompressed by the caller first.
+    """
+    cdef int64_t n = records.shape[0]
+    cdef const unsigned char *p = &records[0] if n > 0 else NULL
+    cdef const unsigned char *end = p + n
+    cdef const unsigned char *q
+    cdef int64_t length, ts_delta, offset_delta
+    cdef list out = []
+    cdef int i
+    for i in range(count):
+        if read_varlong(&p, end, 5, &length) != 0 or length < 3 or length > end - p:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "bad record length", 0)
+        q = p + 1
+        if read_varlong(&q, p + length, 10, &ts_delta) != 0 or \
+                read_varlong(&q, p + length, 5, &offset_delta) != 0:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "bad record header", 0)
+        out.append((offset_delta, base_timestamp + ts_delta))
+        p += length
+    return out
+
+
+def scan_headers(int fd, long long start_position, long long end_position):
+    """Walk batch headers (no CRC) from start_position to end_position.
+
+    Returns (batch_count, next_offset, max_timestamp, offset_of_max_timestamp, end):
+    next_offset is -1 without batches; end is where the walk stopped (== end_position
+    unless the file holds a partial batch there). Used to find a loaded segment's next
+    offset and the max timestamp of its tail after the last index entry.
+    """
+    cdef Cursor c
+    cdef const unsigned char *p
+    cdef int64_t pos = start_position
+    cdef int64_t size, base, last, ts
+    cdef int64_t next_off = -1, max_ts = -1, off_max = -1
+    cdef int32_t count = 0
+    c.fd = fd
+    c.buf_pos = 0
+    c.buf_len = 0
+    with nogil:
+        while pos < end_position:
+            p = cursor_header(&c, pos, end_position)
+            if p == NULL:
+                break
+            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + size > end_position:
+                break
+            base = <int64_t>kb_load_be64(p)
+            last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
+            ts = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
+            if ts > max_ts:
+                max_ts = ts
+                off_max = last
+            next_off = last + 1
+            count += 1
+            pos += size
+    return (count, next_off, max_ts, off_max, pos)

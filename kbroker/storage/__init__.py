@@ -1,0 +1,1 @@
+"""The partition log: segments, indexes, recovery, retention (Kafka's storage layer)."""

@@ -1,0 +1,42 @@
+"""Storage exceptions, each carrying the Kafka ErrorCode a request handler answers with."""
+
+from __future__ import annotations
+
+from kbroker.protocol.error_code import ErrorCode
+
+
+class StorageError(Exception):
+    """Base of storage errors; `error_code` is the Kafka error for the client."""
+
+    error_code: ErrorCode = ErrorCode.KAFKA_STORAGE_ERROR
+
+    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        if error_code is not None:
+            self.error_code = error_code
+
+
+class InvalidRecordsError(StorageError):
+    """A Produce payload failed validation (CORRUPT_MESSAGE, INVALID_RECORD, ...)."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class RecordListTooLargeError(StorageError):
+    error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class OffsetOutOfRangeError(StorageError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class KafkaStorageError(StorageError):
+    """Disk I/O failed; the log is unusable until restart."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class CorruptIndexError(StorageError):
+    """An index file failed its sanity check (recovery rebuilds it)."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR

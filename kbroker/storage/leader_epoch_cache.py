@@ -1,0 +1,102 @@
+"""LeaderEpochFileCache: leader epoch -> first offset written in it (OffsetForLeaderEpoch).
+
+Persisted as leader-epoch-checkpoint in the partition directory, Kafka's format:
+
+    0              <- version
+    2              <- number of entries
+    0 0            <- epoch start_offset
+    3 1200
+
+Lock: owned by its Log (event-loop thread). Invariant: epochs and start offsets
+strictly increase.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kbroker.storage.checkpoints import write_atomically
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+class LeaderEpochFileCache:
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
+        self.entries: list[tuple[int, int]] = []
+        self._dirty = False
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            count = int(lines[1])
+            for line in lines[2 : 2 + count]:
+                epoch, start = line.split()
+                self.assign(int(epoch), int(start))
+        except (FileNotFoundError, IndexError, ValueError):
+            self.entries = []
+        self._dirty = False
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0:
+            return
+        if self.entries and epoch <= self.entries[-1][0]:
+            return
+        # a new epoch starting at or before existing entries replaces them
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+        self._dirty = True
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def epoch_for_offset(self, offset: int) -> int:
+        epoch = -1
+        for e, start in self.entries:
+            if start <= offset:
+                epoch = e
+            else:
+                break
+        return epoch
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest epoch <= requested, its end offset); (-1, -1) when unknown (Kafka's
+        UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET)."""
+        if not self.entries or epoch < self.entries[0][0]:
+            return -1, -1
+        if epoch >= self.entries[-1][0]:
+            return self.entries[-1][0], log_end_offset
+        for i, (e, _start) in enumerate(self.entries):
+            nxt = self.entries[i + 1]
+            if e <= epoch < nxt[0]:
+                return e, nxt[1]
+        return -1, -1
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after end_offset (log truncated to end_offset)."""
+        n = len(self.entries)
+        while self.entries and self.entries[-1][1] >= end_offset:
+            self.entries.pop()
+        self._dirty |= n != len(self.entries)
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log starts at start_offset: the epoch covering it now starts there."""
+        keep = [(e, s) for e, s in self.entries if s > start_offset]
+        covering = [(e, s) for e, s in self.entries if s <= start_offset]
+        if covering:
+            keep.insert(0, (covering[-1][0], start_offset))
+        if keep != self.entries:
+            self.entries = keep
+            self._dirty = True
+
+    def clear(self) -> None:
+        self._dirty |= bool(self.entries)
+        self.entries = []
+
+    def flush(self, force: bool = False) -> None:
+        if not (self._dirty or force):
+            return
+        lines = ["0", str(len(self.entries))] + [f"{e} {s}" for e, s in self.entries]
+        write_atomically(self.path, "\n".join(lines) + "\n")
+        self._dirty = False

@@ -1,0 +1,526 @@
+"""Log: one partition's log, the narrow interface the broker uses.
+
+append (validate in C, assign offsets in place, write), read (a FileSlice for
+sendfile), offsets (log start, log end, high watermark, last stable), lookup by
+timestamp, truncate_to, delete_records, roll, flush, close.
+
+Lock: the broker's event-loop thread calls every method; there is no lock on the
+data path. Two other threads touch a Log: LogManager's FileDeleter thread closes and
+unlinks files of segments this Log has already removed, and the optional flush
+executor fsyncs a rolled segment and then raises the recovery point, under
+`_recovery_lock` (the only state shared across threads).
+
+Invariants: log_start_offset <= high_watermark <= log_end_offset;
+recovery_point <= log_end_offset; the segments' base offsets increase, the last
+one is the active segment and log_end_offset is its next offset.
+
+On a single broker the high watermark follows the log end offset after every
+append (`auto_high_watermark`); replication will turn that off and drive
+update_high_watermark() from follower fetches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from kbroker._core import records as _records
+from kbroker.records.file_slice import FileSlice
+from kbroker.storage.errors import (
+    InvalidRecordsError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from kbroker.storage.file_deleter import FileDeleter
+from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
+from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_segment import LogSegment
+from kbroker.storage.log_segments import LogSegments
+from kbroker.storage.topic_partition import TopicPartition
+from kbroker.storage.values import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
+from kbroker.utils.time import Time
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        topic_id: uuid.UUID | None,
+        config: LogConfig,
+        time: Time,
+        segments: LogSegments,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        leader_epoch_cache: LeaderEpochFileCache,
+        deleter: FileDeleter,
+        flush_executor: Executor | None = None,
+    ) -> None:
+        self.dir = directory
+        self.topic_partition = topic_partition
+        self.topic_id = topic_id
+        self.config = config
+        self.time = time
+        self.segments = segments
+        self.leader_epoch_cache = leader_epoch_cache
+        self._deleter = deleter
+        self._flush_executor = flush_executor
+        self._recovery_lock = threading.Lock()
+        self._truncations = 0
+        self.log_start_offset = log_start_offset
+        self._recovery_point = min(recovery_point, self.log_end_offset)
+        self._high_watermark = self.log_end_offset
+        self.auto_high_watermark = True
+        self.unflushed_messages = 0
+        self.last_flush_ms = time.milliseconds()
+        self.closed = False
+        self.on_log_start_offset_change: Callable[[Log], None] | None = None
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic_partition}, log_start_offset={self.log_start_offset}, "
+                f"log_end_offset={self.log_end_offset}, segments={len(self.segments)})")
+
+    # -- offsets ----------------------------------------------------------------------
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments.active
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments.active.next_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        seg = self.segments.active
+        return LogOffsetMetadata(seg.next_offset, seg.base_offset, seg.size)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self.update_high_watermark(offset)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        if offset > self._high_watermark:
+            self.update_high_watermark(offset)
+            return True
+        return False
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        with self._recovery_lock:
+            return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.segments.size_in_bytes
+
+    def update_config(self, config: LogConfig) -> None:
+        """Live config change: applies to the next append, roll and retention pass."""
+        self.config = config
+        self.segments.active.resize_indexes(config.segment_index_bytes)
+        for seg in self.segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+
+    # -- append -----------------------------------------------------------------------
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> LogAppendInfo:
+        """Validate the payload (every batch, in C), assign offsets and leader epoch in
+        place, append. Appends nothing and raises InvalidRecordsError (with the Kafka
+        error code) when any batch is invalid."""
+        return self._append(records, leader_epoch, assign=True)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches whose offsets the leader assigned (CRC still checked)."""
+        return self._append(records, -1, assign=False)
+
+    def _append(self, records: bytes | bytearray | memoryview, leader_epoch: int, assign: bool) -> LogAppendInfo:
+        self._check_open()
+        cfg = self.config
+        view = memoryview(records).cast("B") if not isinstance(records, bytes) else memoryview(records)
+        now = self.time.milliseconds()
+        try:
+            info = _records.validate_batches(
+                view, cfg.max_message_bytes, now_ms=now,
+                timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
+                timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+                check_timestamps=assign and not cfg.log_append_time, from_client=assign,
+            )
+        except _records.RecordValidationError as e:
+            raise InvalidRecordsError(str(e), e.error_code) from e
+        if info.batch_count == 0:
+            return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
+        if info.valid_bytes > cfg.segment_bytes:
+            raise RecordListTooLargeError(
+                f"payload of {info.valid_bytes} bytes exceeds segment.bytes {cfg.segment_bytes}")
+        log_append_time = now if (assign and cfg.log_append_time) else -1
+        if assign:
+            first = self.log_end_offset
+            buf = view if not view.readonly else bytearray(view)
+            last = _records.assign_offsets(buf, first, leader_epoch, log_append_time)
+        else:
+            buf = view
+            first, last = self._follower_offsets(view, info)
+        if log_append_time >= 0:
+            max_ts, off_max = log_append_time, first
+        else:
+            max_ts, off_max = info.max_timestamp, first + info.offset_of_max_timestamp
+        segment = self._maybe_roll(len(buf), last, now)
+        segment.append(last, max_ts, off_max, buf)
+        if assign:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        if self.auto_high_watermark:
+            self._high_watermark = self.log_end_offset
+        self.unflushed_messages += info.record_count
+        if self.unflushed_messages >= cfg.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first_offset=first, last_offset=last, max_timestamp=max_ts,
+            offset_of_max_timestamp=off_max, log_append_time=log_append_time,
+            log_start_offset=self.log_start_offset, record_count=info.record_count,
+            valid_bytes=info.valid_bytes, batch_count=info.batch_count, codecs=info.codecs,
+        )
+
+    def _follower_offsets(self, view: memoryview, info: _records.BatchesInfo) -> tuple[int, int]:
+        scan = _records.scan_segment(view, 0, 0, -1, 1 << 62)
+        first = int.from_bytes(view[0:8], "big", signed=True)
+        last = scan.next_offset - 1
+        if first < self.log_end_offset or scan.valid_bytes != len(view):
+            raise InvalidRecordsError(f"follower append at {first} below log end {self.log_end_offset}")
+        for epoch, start in scan.epoch_starts:
+            self.leader_epoch_cache.assign(epoch, start)
+        return first, last
+
+    def _maybe_roll(self, size: int, max_offset: int, now: int) -> LogSegment:
+        seg = self.segments.active
+        cfg = self.config
+        if seg.should_roll(size, max_offset, now, cfg.segment_bytes, cfg.segment_ms - cfg.segment_jitter_ms):
+            self.roll()
+        return self.segments.active
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset (if the active one has data)."""
+        self._check_open()
+        old = self.segments.active
+        if old.size == 0:
+            return
+        new_base = self.log_end_offset
+        old.on_become_inactive()
+        seg = LogSegment(self.dir, new_base, index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes,
+                         created_ms=self.time.milliseconds())
+        seg.next_offset = new_base
+        self.segments.add(seg)
+        self._schedule_flush(old, new_base)
+
+    def _schedule_flush(self, segment: LogSegment, up_to: int) -> None:
+        """fsync a rolled segment off the event loop, then raise the recovery point."""
+        if self._flush_executor is None:
+            return
+        truncations = self._truncations
+
+        def work() -> None:
+            try:
+                segment.flush()
+            except OSError:
+                return  # closed or deleted meanwhile
+            with self._recovery_lock:
+                if truncations == self._truncations and up_to > self._recovery_point:
+                    self._recovery_point = up_to
+
+        self._flush_executor.submit(work)
+
+    # -- read -------------------------------------------------------------------------
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """A FileSlice starting with the batch that holds fetch_offset, bounded by max_offset
+        (default: the high watermark). OffsetOutOfRangeError outside [log start, log end]."""
+        self._check_open()
+        leo = self.log_end_offset
+        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} out of range [{self.log_start_offset}, {leo}] for {self.topic_partition}")
+        bound = self._high_watermark if max_offset is None else min(max_offset, leo)
+        empty = FetchDataInfo(LogOffsetMetadata(fetch_offset), None)
+        if fetch_offset >= bound:
+            return empty
+        bound_meta = self.offset_metadata(bound)
+        for seg in self.segments.from_offset(fetch_offset):
+            if seg.base_offset > bound_meta.segment_base_offset >= 0:
+                break
+            max_position = (bound_meta.relative_position_in_segment
+                            if seg.base_offset == bound_meta.segment_base_offset else seg.size)
+            got = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
+            if got is None:
+                continue
+            position, slice_ = got
+            return FetchDataInfo(LogOffsetMetadata(fetch_offset, seg.base_offset, position),
+                                 slice_ if slice_.size else None)
+        return empty
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Segment and position of the batch holding `offset` (the log end: after the last)."""
+        if offset >= self.log_end_offset:
+            return self.log_end_offset_metadata
+        for seg in self.segments.from_offset(offset):
+            loc = seg.translate_offset(offset)
+            if loc is not None:
+                return LogOffsetMetadata(offset, seg.base_offset, loc.position)
+        return self.log_end_offset_metadata
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """ListOffsets: (offset, timestamp, leader_epoch) or None. -1 latest, -2 earliest,
+        -3 max timestamp (KIP-734), else the first offset with timestamp >= the target."""
+        self._check_open()
+        cache = self.leader_epoch_cache
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return self.log_start_offset, -1, cache.epoch_for_offset(self.log_start_offset)
+        if timestamp in (LATEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+            return self.log_end_offset, -1, cache.latest_epoch
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        if timestamp < 0:
+            return None
+        for seg in self.segments:
+            if seg.next_offset <= self.log_start_offset or seg.largest_timestamp < timestamp:
+                continue
+            hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if hit is not None:
+                return hit[0], hit[1], cache.epoch_for_offset(hit[0])
+        return None
+
+    def _max_timestamp_offset(self) -> tuple[int, int, int] | None:
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if seg.next_offset <= self.log_start_offset or seg.size == 0:
+                continue
+            if best is None or seg.largest_timestamp > best.largest_timestamp:
+                best = seg
+        if best is None or best.largest_timestamp < 0:
+            return None
+        hit = best.find_offset_by_timestamp(best.largest_timestamp, self.log_start_offset)
+        if hit is None:
+            return None
+        return hit[0], hit[1], self.leader_epoch_cache.epoch_for_offset(hit[0])
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # -- truncation and deletion -------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything from the batch holding `offset` on (the log end becomes that
+        batch's base offset). Below the log start: truncate fully and start at offset."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        doomed = [s for s in self.segments if s.base_offset > offset]
+        if len(doomed) == len(self.segments):  # keep one: it is the active segment
+            doomed = doomed[1:]
+        for seg in doomed:
+            self.segments.remove(seg.base_offset)
+        self._delete_segment_files(doomed)
+        self.segments.active.truncate_to(offset)
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self._check_open()
+        doomed = list(self.segments)
+        for seg in doomed:
+            self.segments.remove(seg.base_offset)
+        self._delete_segment_files(doomed)
+        seg = LogSegment(self.dir, new_offset, index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes, created_ms=self.time.milliseconds())
+        if seg.size:
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        seg.next_offset = new_offset
+        self.segments.add(seg)
+        self.leader_epoch_cache.clear()
+        self.log_start_offset = new_offset
+        self._after_truncation()
+        self._log_start_changed()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        with self._recovery_lock:
+            self._truncations += 1
+            self._recovery_point = min(self._recovery_point, leo)
+        self._high_watermark = min(self._high_watermark, leo)
+        if self.log_start_offset > leo:
+            self.log_start_offset = leo
+        self._high_watermark = max(self._high_watermark, self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_end(leo)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to `offset` (<= high watermark) and
+        delete the segments wholly below it. Returns the new log start offset."""
+        self._check_open()
+        if offset > self._high_watermark or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records below {offset}: high watermark is {self._high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._log_start_changed()
+            self.delete_segments(lambda seg, next_base: next_base <= self.log_start_offset)
+        return self.log_start_offset
+
+    def delete_segments(self, predicate: Callable[[LogSegment, int], bool]) -> int:
+        """Delete the oldest non-active segments while predicate(segment, next base offset)
+        holds and they lie wholly below the high watermark. Returns how many."""
+        doomed = []
+        all_segments = list(self.segments)
+        for seg, nxt in zip(all_segments, all_segments[1:], strict=False):
+            if nxt.base_offset > self._high_watermark or not predicate(seg, nxt.base_offset):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        for seg in doomed:
+            self.segments.remove(seg.base_offset)
+        first = self.segments.first
+        assert first is not None
+        if first.base_offset > self.log_start_offset:
+            self.log_start_offset = first.base_offset
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            self._log_start_changed()
+        self._delete_segment_files(doomed)
+        return len(doomed)
+
+    def _log_start_changed(self) -> None:
+        if self.on_log_start_offset_change is not None:
+            self.on_log_start_offset_change(self)
+
+    def _delete_segment_files(self, doomed: list[LogSegment]) -> None:
+        for seg in doomed:
+            try:
+                paths = seg.rename_for_deletion()
+            except OSError as e:
+                raise KafkaStorageError(f"cannot delete segment {seg}: {e}") from e
+            self._deleter.schedule_segment(self.config.file_delete_delay_ms, seg.close_handlers, paths)
+
+    # -- retention --------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """One retention pass (cleanup.policy=delete): retention.ms, then retention.bytes,
+        then segments below the log start offset. Never the active segment."""
+        if not self.config.delete:
+            return self.delete_segments(lambda seg, nb: nb <= self.log_start_offset)
+        return (self._delete_retention_ms() + self._delete_retention_bytes()
+                + self.delete_segments(lambda seg, nb: nb <= self.log_start_offset))
+
+    def _delete_retention_ms(self) -> int:
+        retention = self.config.retention_ms
+        if retention < 0:
+            return 0
+        now = self.time.milliseconds()
+        return self.delete_segments(lambda seg, nb: now - self._segment_time(seg) > retention)
+
+    def _segment_time(self, seg: LogSegment) -> int:
+        ts = seg.largest_timestamp
+        if ts >= 0:
+            return ts
+        try:
+            return int(os.fstat(seg.fd).st_mtime * 1000)
+        except OSError:
+            return self.time.milliseconds()
+
+    def _delete_retention_bytes(self) -> int:
+        limit = self.config.retention_bytes
+        if limit < 0:
+            return 0
+        excess = [self.size_in_bytes - limit]
+
+        def over(seg: LogSegment, _next_base: int) -> bool:
+            if excess[0] - seg.size >= 0:
+                excess[0] -= seg.size
+                return True
+            return False
+
+        return self.delete_segments(over)
+
+    # -- durability -------------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets from the recovery point to `up_to` (default:
+        the log end) and move the recovery point there."""
+        self._check_open()
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        start = self.recovery_point
+        if target <= start and self.unflushed_messages == 0:
+            return
+        try:
+            for seg in self.segments.from_offset(start):
+                if seg.base_offset >= target and seg is not self.segments.active:
+                    break
+                seg.flush()
+        except OSError as e:
+            raise KafkaStorageError(f"flush of {self.topic_partition} failed: {e}") from e
+        self.leader_epoch_cache.flush()
+        with self._recovery_lock:
+            self._recovery_point = max(self._recovery_point, target)
+        self.unflushed_messages = 0
+        self.last_flush_ms = self.time.milliseconds()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.leader_epoch_cache.flush()
+        for seg in self.segments:
+            seg.close()
+        self.closed = True
+
+    def abandon(self) -> None:
+        """Close file descriptors only: no trimming, no checkpoint (a crash, in tests)."""
+        for seg in self.segments:
+            seg.close_handlers()
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaStorageError(f"log {self.topic_partition} is closed")
+
+    def read_all_bytes(self) -> bytes:
+        """Every byte from the log start to the log end (tests)."""
+        out = bytearray()
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            info = self.read(offset, 1 << 30, max_offset=self.log_end_offset)
+            if info.records is None:
+                break
+            data = FileSlice(*info.records).read_bytes()
+            out += data
+            scan = _records.scan_segment(data, 0)
+            if scan.next_offset <= offset:
+                break
+            offset = scan.next_offset
+        return bytes(out)

@@ -1,0 +1,259 @@
+"""LogManager: every partition log under one or more log.dirs.
+
+On disk, per log dir:
+    <dir>/<topic>-<partition>/...               one Log (see log_loader.py)
+    <dir>/recovery-point-offset-checkpoint      Kafka's checkpoint format
+    <dir>/log-start-offset-checkpoint
+    <dir>/.kafka_cleanshutdown                  written last by shutdown(); removed
+                                                once startup() has loaded the dir
+    <dir>/<topic>-<partition>.<uuid hex>-delete  a deleted partition awaiting removal
+
+Lock: the broker's event-loop thread calls every public method after startup().
+startup() loads partitions on `recovery_threads` worker threads (each touches only
+its own directory) and publishes the logs when all are done. One background thread
+(FileDeleter) only closes and unlinks files the logs have already let go of; one
+flush thread fsyncs rolled segments and raises their Log's recovery point.
+Invariant: one Log per TopicPartition, in exactly one log dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from kbroker.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from kbroker.storage.errors import KafkaStorageError
+from kbroker.storage.file_deleter import FileDeleter
+from kbroker.storage.log import Log
+from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_loader import LogLoader
+from kbroker.storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from kbroker.storage.topic_partition import TopicPartition
+from kbroker.utils.time import SYSTEM_TIME, Time
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig,
+        time: Time = SYSTEM_TIME,
+        *,
+        retention_check_interval_ms: int = 300000,
+        recovery_threads: int = 2,
+        topic_configs: dict[str, LogConfig] | None = None,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs is empty")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self.time = time
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.recovery_threads = max(recovery_threads, 1)
+        self.topic_configs = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self.deleter = FileDeleter(time)
+        self._flusher: ThreadPoolExecutor | None = None
+        self.last_load_recovered: list[TopicPartition] = []
+        self._started = False
+
+    # -- life cycle -------------------------------------------------------------------
+    def startup(self) -> None:
+        """Load every partition directory under log.dirs (concurrently), recovering those
+        of a dir without the clean-shutdown marker; then remove the markers."""
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+        self._flusher = ThreadPoolExecutor(1, thread_name_prefix="kbroker-log-flush")
+        jobs = []
+        for d in self.log_dirs:
+            clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+            recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    self.deleter.schedule_dir(0, path)
+                    continue
+                try:
+                    tp = TopicPartition.from_dir_name(name)
+                except ValueError:
+                    continue
+                jobs.append((d, path, tp, clean, recovery.get(tp, 0), starts.get(tp, 0)))
+        with ThreadPoolExecutor(self.recovery_threads, thread_name_prefix="kbroker-log-recovery") as pool:
+            loaded = list(pool.map(lambda job: self._load(*job), jobs))
+        self.last_load_recovered = []
+        for (d, _path, tp, clean, _rp, _ls), lg in zip(jobs, loaded, strict=True):
+            if tp in self._logs:
+                lg.close()
+                raise KafkaStorageError(f"duplicate log directories for {tp}")
+            self._logs[tp] = lg
+            self._dir_of[tp] = d
+            if not clean:
+                self.last_load_recovered.append(tp)
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            if os.path.exists(marker):
+                os.unlink(marker)
+        self.deleter.start()
+        self._started = True
+
+    def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(os.path.join(directory, name)).read()
+        except ValueError:
+            log.warning("ignoring malformed checkpoint %s in %s", name, directory)
+            return {}
+
+    def _load(self, log_dir: str, path: str, tp: TopicPartition, clean: bool,
+              recovery_point: int, log_start_offset: int) -> Log:
+        try:
+            topic_id = read_partition_metadata(path)
+        except ValueError:
+            topic_id = None
+        loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
+                           had_clean_shutdown=clean, recovery_point=recovery_point,
+                           log_start_offset=log_start_offset, flush_executor=self._flusher)
+        return loader.load()
+
+    def shutdown(self) -> None:
+        """Flush every log, write the checkpoints, close, then write the clean markers."""
+        for lg in self._logs.values():
+            if not lg.closed:
+                lg.flush()
+        self.checkpoint()
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
+        for lg in self._logs.values():
+            lg.close()
+        self.deleter.shutdown()
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            with open(marker, "w"):
+                pass
+            dir_fd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        self._logs.clear()
+        self._dir_of.clear()
+        self._started = False
+
+    def abandon(self) -> None:
+        """Drop everything without flush, checkpoint or marker: a simulated crash (tests)."""
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
+        self.deleter.shutdown()
+        for lg in self._logs.values():
+            lg.abandon()
+        self._logs.clear()
+        self._dir_of.clear()
+        self._started = False
+
+    # -- logs -------------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_or_create_log(self, tp: TopicPartition, topic_id: uuid.UUID,
+                          config: LogConfig | None = None) -> Log:
+        existing = self._logs.get(tp)
+        if existing is not None:
+            if config is not None and config != existing.config:
+                existing.update_config(config)
+            return existing
+        if config is not None:
+            self.topic_configs[tp.topic] = config
+        log_dir = self._next_log_dir()
+        path = os.path.join(log_dir, tp.dir_name)
+        try:
+            os.makedirs(path, exist_ok=True)
+            write_partition_metadata(path, topic_id)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create log for {tp} in {log_dir}: {e}") from e
+        loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
+                           had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
+                           flush_executor=self._flusher)
+        lg = loader.load()
+        self._logs[tp] = lg
+        self._dir_of[tp] = log_dir
+        return lg
+
+    def _next_log_dir(self) -> str:
+        """The log dir holding the fewest partitions (Kafka's placement rule)."""
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        self.topic_configs[topic] = config
+        for tp, lg in self._logs.items():
+            if tp.topic == topic:
+                lg.update_config(config)
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Close the log, rename its dir to <topic>-<partition>.<uuid>-delete and remove it
+        in the background after file.delete.delay.ms."""
+        lg = self._logs.pop(tp, None)
+        log_dir = self._dir_of.pop(tp, None)
+        if lg is None or log_dir is None:
+            return
+        delay = lg.config.file_delete_delay_ms
+        lg.close()
+        target = os.path.join(log_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            os.rename(lg.dir, target)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot delete log {tp}: {e}") from e
+        self.deleter.schedule_dir(delay, target)
+        self.checkpoint()
+
+    # -- background duties (called by the broker on its event loop) ----------------------
+    def cleanup_logs(self) -> int:
+        """One retention pass over every log; returns the number of segments deleted."""
+        deleted = 0
+        for lg in list(self._logs.values()):
+            if not lg.closed:
+                deleted += lg.delete_old_segments()
+        return deleted
+
+    def flush_dirty_logs(self) -> None:
+        """Flush the logs whose flush.ms has elapsed since their last flush."""
+        now = self.time.milliseconds()
+        for lg in list(self._logs.values()):
+            if not lg.closed and now - lg.last_flush_ms >= lg.config.flush_ms:
+                lg.flush()
+
+    def checkpoint(self) -> None:
+        """Write recovery points and log start offsets of every log dir."""
+        for d in self.log_dirs:
+            tps = [tp for tp, ld in self._dir_of.items() if ld == d]
+            recovery = {tp: self._logs[tp].recovery_point for tp in tps}
+            starts = {tp: self._logs[tp].log_start_offset for tp in tps}
+            try:
+                OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(recovery)
+                OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e

@@ -1,0 +1,71 @@
+"""LogSegments: a partition's segments sorted by base offset.
+
+Lock: owned by its Log (event-loop thread). Invariant: base offsets are unique and
+sorted; the last segment is the active one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from kbroker.storage.log_segment import LogSegment
+
+
+class LogSegments:
+    def __init__(self) -> None:
+        self._bases: list[int] = []
+        self._segments: list[LogSegment] = []
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def __iter__(self) -> Iterator[LogSegment]:
+        return iter(list(self._segments))
+
+    def add(self, segment: LogSegment) -> None:
+        i = bisect.bisect_left(self._bases, segment.base_offset)
+        if i < len(self._bases) and self._bases[i] == segment.base_offset:
+            self._segments[i] = segment
+        else:
+            self._bases.insert(i, segment.base_offset)
+            self._segments.insert(i, segment)
+
+    def remove(self, base_offset: int) -> None:
+        i = bisect.bisect_left(self._bases, base_offset)
+        if i < len(self._bases) and self._bases[i] == base_offset:
+            del self._bases[i]
+            del self._segments[i]
+
+    def get(self, base_offset: int) -> LogSegment | None:
+        i = bisect.bisect_left(self._bases, base_offset)
+        if i < len(self._bases) and self._bases[i] == base_offset:
+            return self._segments[i]
+        return None
+
+    def floor(self, offset: int) -> LogSegment | None:
+        """The segment with the largest base offset <= offset."""
+        i = bisect.bisect_right(self._bases, offset)
+        return self._segments[i - 1] if i else None
+
+    def higher(self, base_offset: int) -> LogSegment | None:
+        """The segment after the one with this base offset."""
+        i = bisect.bisect_right(self._bases, base_offset)
+        return self._segments[i] if i < len(self._segments) else None
+
+    def from_offset(self, offset: int) -> list[LogSegment]:
+        """Segments that may hold offsets >= offset (from its floor segment on)."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self._segments[i:]
+
+    @property
+    def first(self) -> LogSegment | None:
+        return self._segments[0] if self._segments else None
+
+    @property
+    def active(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)

@@ -1,0 +1,40 @@
+"""partition.metadata: the topic id of a partition directory, as Kafka writes it:
+
+    version: 0
+    topic_id: <topic id in Kafka's URL-safe base64, no padding (22 characters)>
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+
+from kbroker.storage.checkpoints import write_atomically
+
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def topic_id_to_base64(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_base64(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
+    text = f"version: 0\ntopic_id: {topic_id_to_base64(topic_id)}"
+    write_atomically(os.path.join(directory, PARTITION_METADATA_FILE), text)
+
+
+def read_partition_metadata(directory: str) -> uuid.UUID | None:
+    """The topic id, or None when the file is missing. ValueError if malformed."""
+    try:
+        with open(os.path.join(directory, PARTITION_METADATA_FILE), encoding="utf-8") as f:
+            fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    except FileNotFoundError:
+        return None
+    if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
+        raise ValueError(f"{directory}: malformed {PARTITION_METADATA_FILE}")
+    return topic_id_from_base64(fields["topic_id"].strip())
