@@ -21,6 +21,7 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -33,6 +34,9 @@ from typing import Any
 from kbroker.config import BrokerConfig, Listener, broker_config
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_manager import LogManager
+from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -76,14 +80,15 @@ class BrokerState:
     """What request handlers use: config, logs, topics, cluster identity."""
 
     def __init__(self, config: BrokerConfig, time: Time) -> None:
-        from kbroker.storage.log_config import LogConfig
-        from kbroker.storage.log_manager import LogManager
-
         self.config = config
         self.time = time
         self.node_id = config.node_id
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
-        self.default_log_config = LogConfig.from_props(config.topic_config_defaults())
+        # Broker-level defaults are not topic overrides: keep `overridden` empty so
+        # DescribeConfigs can tell DEFAULT_CONFIG from DYNAMIC_TOPIC_CONFIG.
+        self.default_log_config = dataclasses.replace(
+            LogConfig.from_props(config.topic_config_defaults()), overridden=frozenset()
+        )
         self.log_manager = LogManager(
             list(config.log_dirs),
             self.default_log_config,
@@ -106,10 +111,8 @@ class BrokerState:
 
     def _reconcile_logs(self) -> None:
         """Adopt partitions found on disk but missing from the registry; create missing logs."""
-        from kbroker.storage.topic_partition import TopicPartition
-
         found: dict[str, tuple[Any, int]] = {}
-        for lg in self.log_manager.all_logs():
+        for lg in self.log_manager.all_logs().values():
             tp = lg.topic_partition
             tid, count = found.get(tp.topic, (lg.topic_id, 0))
             found[tp.topic] = (tid or lg.topic_id, max(count, tp.partition + 1))
@@ -129,18 +132,14 @@ class BrokerState:
     # -- topics
 
     def log_config_for(self, info: TopicInfo) -> Any:
-        from kbroker.storage.log_config import LogConfig
-
         if not info.configs:
             return self.default_log_config
-        return LogConfig.from_props({**self.config.topic_config_defaults(), **info.configs})
+        return LogConfig.from_props(info.configs, base=self.default_log_config)
 
     def create_topic(
         self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
     ) -> TopicInfo:
         """Register the topic and create its partition logs. Raises InvalidTopicError, KeyError."""
-        from kbroker.storage.topic_partition import TopicPartition
-
         count = self.config.num_partitions if partitions is None else partitions
         info = self.topics.create(name, count, configs)
         config = self.log_config_for(info)
@@ -151,8 +150,6 @@ class BrokerState:
 
     def get_log(self, topic: str, partition: int) -> Any:
         """The partition's Log, or None when the topic or partition does not exist."""
-        from kbroker.storage.topic_partition import TopicPartition
-
         info = self.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return None
