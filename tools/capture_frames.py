@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -171,7 +172,7 @@ class CaptureHandler(socketserver.BaseRequestHandler):
         )
         return w.to_bytes() + body_writer.to_bytes()
 
-    def answer(self, api_key: int, version: int, req: object) -> object | None:
+    def answer(self, api_key: int, version: int, req: Any) -> Any:
         if api_key == ApiKey.METADATA:
             return metadata(req, self.server.port)
         if api_key == ApiKey.PRODUCE:

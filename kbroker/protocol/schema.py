@@ -7,6 +7,7 @@ the schema: which fields exist in a version, which are nullable or tagged.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, ClassVar, NamedTuple
 
 from kbroker.protocol.codec import SliceLike
@@ -61,11 +62,27 @@ class Struct:
 
     __slots__ = ()
     FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()
+    _values: ClassVar[Any] = staticmethod(lambda _: ())
+    _default: ClassVar[Any] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names = [f.name for f in cls.FIELDS]
+        if names:
+            cls._values = staticmethod(operator.attrgetter(*names))
+        cls._default = None
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, f.name) == getattr(other, f.name) for f in self.FIELDS)
+        return bool(self._values(self) == self._values(other))
+
+    def _is_default(self) -> bool:
+        """True if every field holds its default (used to skip tagged fields)."""
+        cls = type(self)
+        if cls._default is None:
+            cls._default = cls()
+        return self == cls._default
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -106,3 +106,25 @@ def test_default_instances_roundtrip_at_every_version() -> None:
 def test_headers_are_generated() -> None:
     assert RequestHeader.VALID_VERSIONS == (0, 2)
     assert ResponseHeader.VALID_VERSIONS == (0, 1)
+
+
+def test_field_names_do_not_shadow_struct_attributes() -> None:
+    reserved = set(dir(Struct)) | {
+        "API_KEY",
+        "VALID_VERSIONS",
+        "FLEXIBLE_VERSION",
+        "decode",
+        "encode",
+    }
+    for param in CASES:
+        cls = param.values[0]
+        todo = [cls]
+        while todo:
+            c = todo.pop()
+            names = {f.name for f in c.FIELDS}
+            assert not names & reserved, (c, names & reserved)
+            todo += [
+                getattr(cls, f.type.removeprefix("[]"))
+                for f in c.FIELDS
+                if hasattr(cls, f.type.removeprefix("[]"))
+            ]

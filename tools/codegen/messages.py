@@ -351,9 +351,13 @@ def render_encode(s: Struct, ctx: Ctx, top: bool) -> list[str]:
             conds = []
             for f in tagged:
                 tc = tagged_cond(f, ctx)
-                nd = f"self.{f.attr} != {default_expr(f, ctx)}"
-                if default_expr(f, ctx) == "None":
+                d = default_expr(f, ctx)
+                if d == "None":
                     nd = f"self.{f.attr} is not None"
+                elif f.struct is not None and not f.is_array:
+                    nd = f"(self.{f.attr} is None or not self.{f.attr}._is_default())"
+                else:
+                    nd = f"self.{f.attr} != {d}"
                 conds.append((f, f"{tc} and {nd}" if tc else nd))
             block = ["_count = 0"]
             for _, c in conds:

@@ -403,7 +403,7 @@ class FetchRequest(Struct):
             _count = 0
             if self.cluster_id is not None:
                 _count += 1
-            if version >= 15 and self.replica_state != FetchRequest.ReplicaState():
+            if version >= 15 and (self.replica_state is None or not self.replica_state._is_default()):
                 _count += 1
             w.uvarint(_count)
             if self.cluster_id is not None:
@@ -412,7 +412,7 @@ class FetchRequest(Struct):
                 w.uvarint(0)
                 w.uvarint(len(_t))
                 w.extend(_t)
-            if version >= 15 and self.replica_state != FetchRequest.ReplicaState():
+            if version >= 15 and (self.replica_state is None or not self.replica_state._is_default()):
                 _t = Writer()
                 self.replica_state.encode(_t, version)
                 w.uvarint(1)
@@ -680,26 +680,26 @@ class FetchResponse(Struct):
                 w.records(self.records)
             if version >= 12:
                 _count = 0
-                if self.diverging_epoch != FetchResponse.EpochEndOffset():
+                if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
                     _count += 1
-                if self.current_leader != FetchResponse.LeaderIdAndEpoch():
+                if (self.current_leader is None or not self.current_leader._is_default()):
                     _count += 1
-                if self.snapshot_id != FetchResponse.SnapshotId():
+                if (self.snapshot_id is None or not self.snapshot_id._is_default()):
                     _count += 1
                 w.uvarint(_count)
-                if self.diverging_epoch != FetchResponse.EpochEndOffset():
+                if (self.diverging_epoch is None or not self.diverging_epoch._is_default()):
                     _t = Writer()
                     self.diverging_epoch.encode(_t, version)
                     w.uvarint(0)
                     w.uvarint(len(_t))
                     w.extend(_t)
-                if self.current_leader != FetchResponse.LeaderIdAndEpoch():
+                if (self.current_leader is None or not self.current_leader._is_default()):
                     _t = Writer()
                     self.current_leader.encode(_t, version)
                     w.uvarint(1)
                     w.uvarint(len(_t))
                     w.extend(_t)
-                if self.snapshot_id != FetchResponse.SnapshotId():
+                if (self.snapshot_id is None or not self.snapshot_id._is_default()):
                     _t = Writer()
                     self.snapshot_id.encode(_t, version)
                     w.uvarint(2)

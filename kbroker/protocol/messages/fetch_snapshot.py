@@ -343,10 +343,10 @@ class FetchSnapshotResponse(Struct):
             w.int64(self.position)
             w.compact_records(self.unaligned_records)
             _count = 0
-            if self.current_leader != FetchSnapshotResponse.LeaderIdAndEpoch():
+            if (self.current_leader is None or not self.current_leader._is_default()):
                 _count += 1
             w.uvarint(_count)
-            if self.current_leader != FetchSnapshotResponse.LeaderIdAndEpoch():
+            if (self.current_leader is None or not self.current_leader._is_default()):
                 _t = Writer()
                 self.current_leader.encode(_t, version)
                 w.uvarint(0)

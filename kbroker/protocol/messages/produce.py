@@ -349,10 +349,10 @@ class ProduceResponse(Struct):
                 w.nullable_string(self.error_message)
             if version >= 9:
                 _count = 0
-                if version >= 10 and self.current_leader != ProduceResponse.LeaderIdAndEpoch():
+                if version >= 10 and (self.current_leader is None or not self.current_leader._is_default()):
                     _count += 1
                 w.uvarint(_count)
-                if version >= 10 and self.current_leader != ProduceResponse.LeaderIdAndEpoch():
+                if version >= 10 and (self.current_leader is None or not self.current_leader._is_default()):
                     _t = Writer()
                     self.current_leader.encode(_t, version)
                     w.uvarint(0)

@@ -236,10 +236,10 @@ class UpdateRaftVoterResponse(Struct):
         w.int32(self.throttle_time_ms)
         w.int16(self.error_code)
         _count = 0
-        if self.current_leader != UpdateRaftVoterResponse.CurrentLeader():
+        if (self.current_leader is None or not self.current_leader._is_default()):
             _count += 1
         w.uvarint(_count)
-        if self.current_leader != UpdateRaftVoterResponse.CurrentLeader():
+        if (self.current_leader is None or not self.current_leader._is_default()):
             _t = Writer()
             self.current_leader.encode(_t, version)
             w.uvarint(0)
