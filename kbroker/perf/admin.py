@@ -1,0 +1,81 @@
+"""Topic set-up and offset queries for the perf tool (AdminClient and watermarks)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def client_config(bootstrap_server: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_server, "client.id": "kbroker-perf"}
+    config.update(extra or {})
+    return config
+
+
+def topic_partitions(bootstrap_server: str, topic: str, timeout_s: float = 10.0) -> list[int]:
+    """The partition ids of `topic`, or [] when the broker does not know it."""
+    admin = AdminClient(client_config(bootstrap_server))
+    metadata = admin.list_topics(topic=topic, timeout=timeout_s)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return []
+    return sorted(found.partitions)
+
+
+def ensure_topic(
+    bootstrap_server: str, topic: str, partitions: int, replication_factor: int = 1,
+    timeout_s: float = 30.0,
+) -> list[int]:
+    """Create `topic` with `partitions` partitions unless it exists; return its partition ids."""
+    existing = _known_partitions(bootstrap_server, topic)
+    if existing:
+        return existing
+    admin = AdminClient(client_config(bootstrap_server))
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
+        operation_timeout=timeout_s,
+    )
+    try:
+        futures[topic].result(timeout_s)
+    except KafkaException as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = _known_partitions(bootstrap_server, topic)
+        if len(found) >= partitions:
+            return found
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} not visible with {partitions} partitions after {timeout_s} s")
+
+
+def _known_partitions(bootstrap_server: str, topic: str) -> list[int]:
+    admin = AdminClient(client_config(bootstrap_server))
+    metadata = admin.list_topics(timeout=10.0)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return []
+    return sorted(found.partitions)
+
+
+def watermarks(
+    bootstrap_server: str, topic: str, partitions: list[int], timeout_s: float = 10.0
+) -> dict[int, tuple[int, int]]:
+    """{partition: (log_start_offset, high_watermark)} as the broker reports them now."""
+    consumer = Consumer(
+        client_config(
+            bootstrap_server,
+            {"group.id": f"kbroker-perf-{uuid.uuid4().hex[:8]}", "enable.auto.commit": "false"},
+        )
+    )
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            for p in partitions
+        }
+    finally:
+        consumer.close()
