@@ -72,6 +72,7 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._index_suffix = ""
+        self._check_indexes_on_open = False
         # Filled by load_tail()/recover()/append(): the next offset after the last batch
         # and the largest timestamp (with its offset). -1: unknown / none.
         self.next_offset = base_offset
@@ -87,6 +88,7 @@ class LogSegment:
         if self._offset_index is None:
             path = os.path.join(self.directory, file_name(self.base_offset, INDEX_SUFFIX + self._index_suffix))
             self._offset_index = OffsetIndex(path, self.base_offset, self.max_index_size)
+            self._check_lazily_opened()
         return self._offset_index
 
     @property
@@ -94,7 +96,13 @@ class LogSegment:
         if self._time_index is None:
             path = os.path.join(self.directory, file_name(self.base_offset, TIME_INDEX_SUFFIX + self._index_suffix))
             self._time_index = TimeIndex(path, self.base_offset, self.max_index_size)
+            self._check_lazily_opened()
         return self._time_index
+
+    def _check_lazily_opened(self) -> None:
+        if self._check_indexes_on_open:
+            self._check_indexes_on_open = False
+            self._checked()
 
     def sanity_check_indexes(self) -> None:
         """Raise CorruptIndexError unless both indexes look consistent with the log."""
@@ -104,6 +112,12 @@ class LogSegment:
             raise CorruptIndexError(f"{self.offset_index.path}: last entry beyond the log")
         if self.time_index.entries and self.time_index.last_entry[1] >= self.next_offset:
             raise CorruptIndexError(f"{self.time_index.path}: last entry beyond the log")
+        index = self.offset_index
+        for slot in {0, index.entries - 1} if index.entries else ():
+            offset, position = index.entry(slot)
+            header = os.pread(self.fd, HEADER_SIZE, position)
+            if len(header) < HEADER_SIZE or header[16] != 2 or BatchHeader.parse(header).base_offset > offset:
+                raise CorruptIndexError(f"{index.path}: entry {slot} does not point at a batch")
 
     def _checked(self) -> None:
         """Make sure lazily opened indexes are sane; rebuild them from the log if not."""
@@ -145,12 +159,12 @@ class LogSegment:
         segment's base offset; the max timestamp is read lazily from the time index."""
         self.next_offset = next_offset
         self.max_timestamp_so_far = -2  # unknown until largest_timestamp asks
+        self._check_indexes_on_open = True
 
     @property
     def largest_timestamp(self) -> int:
         """The segment's largest record timestamp (retention, ListOffsets)."""
         if self.max_timestamp_so_far == -2:
-            self._checked()
             self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = self.time_index.last_entry
         return self.max_timestamp_so_far
 

@@ -1,0 +1,187 @@
+"""Log: append/read/offsets, rolling, ListOffsets, truncation, delete_records, errors."""
+
+from __future__ import annotations
+
+import pytest
+from batches import Rec, decode_batches, make_batch, values_batch
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.records.batch_header import BatchHeader
+from kbroker.storage.errors import (
+    InvalidRecordsError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+
+from .conftest import Env
+
+TS = 1_700_000_000_000
+
+
+def offsets_in(data: bytes) -> list[int]:
+    return [r[0] for b in decode_batches(data) for r in b[2]]
+
+
+def test_append_assigns_offsets_and_epoch(env: Env) -> None:
+    log = env.log
+    info = log.append_as_leader(values_batch(3), leader_epoch=4)
+    assert (info.first_offset, info.last_offset, info.record_count) == (0, 2, 3)
+    assert info.log_append_time == -1 and info.max_timestamp == TS
+    info = log.append_as_leader(bytearray(values_batch(2) + values_batch(5, codec=3)), leader_epoch=4)
+    assert (info.first_offset, info.last_offset, info.batch_count) == (3, 9, 2)
+    assert log.log_end_offset == 10 == log.high_watermark == log.last_stable_offset
+    data = log.read(0, 1 << 20).records
+    assert data is not None
+    batches = decode_batches(data.read_bytes())
+    assert [(b[0], b[1]) for b in batches] == [(0, 4), (3, 4), (5, 4)]
+    assert offsets_in(data.read_bytes()) == list(range(10))
+    assert log.latest_epoch == 4 and log.end_offset_for_epoch(4) == (4, 10)
+
+
+def test_invalid_payload_appends_nothing(env: Env) -> None:
+    log = env.log
+    log.append_as_leader(values_batch(2))
+    bad = bytearray(values_batch(2))
+    bad[-1] ^= 1
+    with pytest.raises(InvalidRecordsError) as exc:
+        log.append_as_leader(values_batch(3) + bytes(bad))
+    assert exc.value.error_code == ErrorCode.CORRUPT_MESSAGE
+    big = env.log.config.with_overrides(max_message_bytes=100)
+    log.update_config(big)
+    with pytest.raises(InvalidRecordsError) as exc:
+        log.append_as_leader(values_batch(30))
+    assert exc.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    log.update_config(big.with_overrides(max_message_bytes=1 << 20))
+    with pytest.raises(RecordListTooLargeError):
+        log.append_as_leader(values_batch(100, size=100))
+    assert log.log_end_offset == 2 and log.size_in_bytes == len(values_batch(2))
+    assert log.append_as_leader(b"").first_offset == -1
+
+
+def test_bytes_input_is_not_modified(env: Env) -> None:
+    payload = values_batch(2)
+    env.log.append_as_leader(payload)
+    env.log.append_as_leader(payload)
+    assert payload == values_batch(2)
+    assert env.log.log_end_offset == 4
+
+
+def test_log_append_time(env: Env) -> None:
+    log = env.log
+    log.update_config(log.config.with_overrides({"message.timestamp.type": "LogAppendTime"}))
+    info = log.append_as_leader(values_batch(3, base_timestamp=5))
+    now = env.time.milliseconds()
+    assert info.log_append_time == now and info.max_timestamp == now
+    data = log.read(0, 1000).records
+    assert data is not None
+    h = BatchHeader.parse(data.read_bytes())
+    assert h.is_log_append_time and h.max_timestamp == now
+
+
+def test_rolls_by_size_and_time(env: Env) -> None:
+    log = env.log
+    for _ in range(40):
+        log.append_as_leader(values_batch(5, size=40))
+    assert len(log.segments) >= 4
+    bases = [s.base_offset for s in log.segments]
+    assert bases == sorted(bases) and bases[0] == 0
+    assert all(s.size <= env.config.segment_bytes for s in log.segments)
+    n = len(log.segments)
+    log.update_config(log.config.with_overrides(segment_ms=1000))
+    env.time.sleep(1001)
+    log.append_as_leader(values_batch(1))
+    assert len(log.segments) == n + 1
+    log.roll()
+    assert log.active_segment.base_offset == log.log_end_offset
+
+
+def test_read_bounds(env: Env) -> None:
+    log = env.log
+    for _ in range(50):
+        log.append_as_leader(values_batch(4, size=30))
+    assert log.read(200, 100).records is None  # at the log end: empty
+    with pytest.raises(OffsetOutOfRangeError) as exc:
+        log.read(201, 100)
+    assert exc.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    for offset in (0, 1, 77, 150, 199):
+        info = log.read(offset, 10)  # smaller than a batch: still one whole batch
+        assert info.records is not None
+        first = decode_batches(info.records.read_bytes())[0]
+        assert first[0] <= offset < first[0] + 4
+    info = log.read(10, 100_000, max_offset=20)
+    assert info.records is not None
+    assert offsets_in(info.records.read_bytes())[-1] == 19
+    log.update_high_watermark(100)
+    assert log.high_watermark == 100
+    info = log.read(90, 1 << 20)
+    assert info.records is not None and offsets_in(info.records.read_bytes())[-1] == 99
+    assert log.read(100, 1 << 20).records is None
+
+
+def test_fetch_offset_by_timestamp(env: Env) -> None:
+    log = env.log
+    for i in range(60):
+        recs = [Rec(b"x" * 20, timestamp_delta=j) for j in range(3)]
+        log.append_as_leader(make_batch(recs, base_timestamp=TS + i * 10), leader_epoch=i // 20)
+    assert log.fetch_offset_by_timestamp(-2) == (0, -1, 0)
+    assert log.fetch_offset_by_timestamp(-1) == (180, -1, 2)
+    assert log.fetch_offset_by_timestamp(-3) == (179, TS + 592, 2)
+    assert log.fetch_offset_by_timestamp(TS + 305) == (93, TS + 310, 1)
+    assert log.fetch_offset_by_timestamp(TS + 302) == (92, TS + 302, 1)
+    assert log.fetch_offset_by_timestamp(TS + 10_000) is None
+    assert log.fetch_offset_by_timestamp(0) == (0, TS, 0)
+
+
+def test_truncate_to(env: Env) -> None:
+    log = env.log
+    for i in range(50):
+        log.append_as_leader(values_batch(2, size=60), leader_epoch=i // 10)
+    n = len(log.segments)
+    log.truncate_to(31)  # mid-batch: the batch 30..31 goes too
+    assert log.log_end_offset == 30 and log.high_watermark == 30
+    assert len(log.segments) < n
+    assert log.end_offset_for_epoch(4) == (1, 30)
+    info = log.append_as_leader(values_batch(1), leader_epoch=7)
+    assert info.first_offset == 30
+    assert offsets_in(log.read_all_bytes()) == list(range(31))
+    log.truncate_to(0)
+    assert log.log_end_offset == 0 and log.size_in_bytes == 0
+
+
+def test_delete_records_and_truncate_fully(env: Env) -> None:
+    log = env.log
+    for _ in range(50):
+        log.append_as_leader(values_batch(2, size=60))
+    n = len(log.segments)
+    assert log.delete_records(41) == 41
+    assert log.log_start_offset == 41 and len(log.segments) < n
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(40, 100)
+    info = log.read(41, 10)
+    assert info.records is not None
+    assert decode_batches(info.records.read_bytes())[0][0] == 40
+    assert log.fetch_offset_by_timestamp(-2)[0] == 41
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records(101)
+    assert log.delete_records(10) == 41
+    log.truncate_fully_and_start_at(500)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (500, 500, 500)
+    assert log.append_as_leader(values_batch(1)).first_offset == 500
+
+
+def test_flush_messages_moves_recovery_point(env: Env) -> None:
+    log = env.log
+    log.update_config(log.config.with_overrides(flush_messages=5))
+    log.append_as_leader(values_batch(3))
+    assert log.recovery_point == 0
+    log.append_as_leader(values_batch(3))
+    assert log.recovery_point == 6
+
+
+def test_follower_append(env: Env) -> None:
+    log = env.log
+    log.append_as_follower(make_batch([Rec(b"a"), Rec(b"b")], base_offset=0, partition_leader_epoch=3))
+    log.append_as_follower(make_batch([Rec(b"c")], base_offset=2, partition_leader_epoch=5))
+    assert log.log_end_offset == 3 and log.latest_epoch == 5
+    with pytest.raises(InvalidRecordsError):
+        log.append_as_follower(make_batch([Rec(b"c")], base_offset=1))
