@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kbroker.protocol import messages
 from kbroker.protocol.codec import Reader, Writer
+from kbroker.protocol.messages import internal_records
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.protocol.schema import FieldSpec, Struct
@@ -38,10 +39,11 @@ _PRIMITIVES = {
 
 def _all_classes() -> list[type[Struct]]:
     seen: dict[str, type[Struct]] = {}
-    for name in messages.__all__:
-        obj = getattr(messages, name)
-        if isinstance(obj, type) and issubclass(obj, Struct):
-            seen[name] = obj
+    for module in (messages, internal_records):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, Struct):
+                seen[name] = obj
     return [seen[n] for n in sorted(seen)]
 
 

@@ -531,3 +531,29 @@ def render_messages(messages: list[Message]) -> dict[str, str]:
     files = {f"messages/{mod}.py": render_module(mod, ms) for mod, ms in by_module.items()}
     files["messages/__init__.py"] = render_init_module(messages)
     return files
+
+
+def render_internal_records(records: list[Message]) -> dict[str, str]:
+    """internal-records/*.json (coordinator record keys and values) as a subpackage."""
+    files = {
+        f"messages/internal_records/{module_name(m)}.py": render_module(module_name(m), [m])
+        for m in records
+    }
+    lines = [
+        HEADER.rstrip("\n"),
+        '"""Record key/value formats of __consumer_offsets and __transaction_state."""',
+        "",
+        "from __future__ import annotations",
+        "",
+    ]
+    for m in sorted(records, key=lambda m: m.name):
+        lines.append(
+            f"from kbroker.protocol.messages.internal_records.{module_name(m)} import {m.name}"
+        )
+    lines += (
+        ["", "__all__ = ["]
+        + [f'    "{m.name}",' for m in sorted(records, key=lambda m: m.name)]
+        + ["]"]
+    )
+    files["messages/internal_records/__init__.py"] = "\n".join(lines) + "\n"
+    return files
