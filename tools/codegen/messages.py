@@ -505,6 +505,8 @@ def render_init_module(msgs: list[Message]) -> str:
         "",
         "from __future__ import annotations",
         "",
+        "from typing import Any",
+        "",
     ]
     by_module: dict[str, list[str]] = {}
     for m in msgs:
@@ -512,10 +514,10 @@ def render_init_module(msgs: list[Message]) -> str:
     for mod in sorted(by_module):
         names = ", ".join(sorted(by_module[mod]))
         lines.append(f"from kbroker.protocol.messages.{mod} import {names}")
-    lines += ["", "REQUESTS: dict[int, type] = {"]
+    lines += ["", "REQUESTS: dict[int, type[Any]] = {"]
     for m in sorted((m for m in msgs if m.kind == "request"), key=lambda m: m.api_key or 0):
         lines.append(f"    {m.api_key}: {m.name},")
-    lines += ["}", "", "RESPONSES: dict[int, type] = {"]
+    lines += ["}", "", "RESPONSES: dict[int, type[Any]] = {"]
     for m in sorted((m for m in msgs if m.kind == "response"), key=lambda m: m.api_key or 0):
         lines.append(f"    {m.api_key}: {m.name},")
     lines += ["}", "", "__all__ = ["]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kbroker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kbroker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from kbroker.protocol.messages.add_raft_voter import AddRaftVoterRequest, AddRaftVoterResponse
@@ -102,7 +104,7 @@ from kbroker.protocol.messages.voters_record import VotersRecord
 from kbroker.protocol.messages.write_share_group_state import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
-REQUESTS: dict[int, type] = {
+REQUESTS: dict[int, type[Any]] = {
     0: ProduceRequest,
     1: FetchRequest,
     2: ListOffsetsRequest,
@@ -193,7 +195,7 @@ REQUESTS: dict[int, type] = {
     87: ReadShareGroupStateSummaryRequest,
 }
 
-RESPONSES: dict[int, type] = {
+RESPONSES: dict[int, type[Any]] = {
     0: ProduceResponse,
     1: FetchResponse,
     2: ListOffsetsResponse,
