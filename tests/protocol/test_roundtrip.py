@@ -78,7 +78,7 @@ def test_every_api_key_has_request_and_response() -> None:
 
 
 @pytest.mark.parametrize(("cls", "version"), CASES)
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(data=st.data())
 def test_roundtrip(cls: type, version: int, data: st.DataObject) -> None:
     msg = data.draw(instances(cls, cls, version))

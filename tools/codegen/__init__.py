@@ -5,6 +5,27 @@ Defaults: ``../shared/kafka-protocol/message-spec`` (relative to the repository 
 ``kbroker/protocol``. The output is deterministic and committed; nothing at build or
 run time reads the spec directory. ``generate(spec_dir, out_dir)`` is what the
 staleness test calls.
+
+What it writes (all starting with HEADER_LINE):
+- ``error_code.py`` (ErrorCode from ../error-codes.md) and ``api_key.py`` (ApiKey,
+  VALID_VERSIONS, FLEXIBLE_VERSIONS, request/response header versions);
+- ``messages/<api>.py``: one module per API key with its Request and Response class
+  (``produce.py``: ProduceRequest, ProduceResponse), ``request_header.py``,
+  ``response_header.py``, and one module per non-API data spec
+  (``consumer_protocol_subscription.py``, ...); ``messages/__init__.py`` with
+  REQUESTS and RESPONSES by API key;
+- ``messages/internal_records/``: the __consumer_offsets and __transaction_state
+  key/value formats from the spec dir's internal-records/.
+
+Naming: attribute names are the JSON names in snake_case. An underscore goes before
+every upper-case letter that follows a lower-case letter or a digit, then all is
+lower-cased, so a run of capitals stays one word: ThrottleTimeMs -> throttle_time_ms,
+TopicId -> topic_id, KRaftVersion -> kraft_version, V3AndBelowTopics ->
+v3_and_below_topics, commitTimestamp -> commit_timestamp. A name that would be a
+Python keyword or clash with encode/decode gets a trailing underscore. Module names
+and ApiKey members use the same rule on the message name without Request/Response.
+Nested struct classes keep the spec's type names and sit one level deep in the
+message class (ProduceRequest.PartitionProduceData), as in Kafka's Java generator.
 """
 
 from __future__ import annotations
