@@ -25,9 +25,15 @@
  *    x^(8L-33) mod P, giving a 64-bit product, then one crc32 of that product
  *    into a zero register, which multiplies by x^32 and reduces. (The product
  *    of two reflected numbers carries one extra factor x, hence 33.) The
- *    constants for every L that is a multiple of 8 up to 2 * STREAM_MAX are
+ *    constants for every L that is a multiple of 8 up to 3 * STREAM_MAX are
  *    tabled at load, so L follows the buffer: n / 3 rounded down to 8 bytes,
  *    at most STREAM_MAX. Short buffers and tails use one stream.
+ *    From about 0.5 KiB the crc32 unit gets help: a hybrid block of 136k bytes
+ *    folds its first 64k bytes with PCLMULQDQ into four 128-bit lanes (as in
+ *    path 3, one lane per xmm register) while the three streams take the next
+ *    3 * 24k bytes in the same loop; PCLMULQDQ and crc32 use different
+ *    execution ports, so both run at full rate. The lanes reduce to a
+ *    register that is shifted by 3 * 24k bytes and joined like a fourth stream.
  *
  * 3. AVX-512 VPCLMULQDQ (x86-64, large buffers). Four 512-bit accumulators
  *    hold 256 bytes; each 128-bit lane X = A * x^64 + B (A its first 8 bytes)
@@ -47,9 +53,13 @@
 
 #include "kb_endian.h"
 
-#ifdef KBROKER_DEBUG
-#include <assert.h>
-#define KB_ASSERT(cond) assert(cond)
+#ifdef KBROKER_DEBUG /* not assert(): Python's CFLAGS define NDEBUG */
+#include <stdio.h>
+#include <stdlib.h>
+#define KB_ASSERT(cond)                                                                \
+    ((cond) ? (void)0                                                                  \
+            : (fprintf(stderr, "%s:%d: KB_ASSERT(%s) failed\n", __FILE__, __LINE__, #cond), \
+               abort()))
 #else
 #define KB_ASSERT(cond) ((void)0)
 #endif
@@ -162,22 +172,53 @@ uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length)
 
 #if KB_X86_HW
 
-/* ---- 2. SSE4.2: three crc32 streams joined with PCLMULQDQ ---- */
+/* ---- constants of the hardware paths, built once when the CPU has them ---- */
 
-#define KB_SSE42 __attribute__((target("sse4.2,pclmul")))
+/* Per 128-bit lane {x^(D+31), x^(D-33)} mod P: carries a lane D bits on. */
+static uint64_t fold_by_256_bytes[8]; /* D = 2048 in every lane */
+static uint64_t fold_by_64_bytes[8];  /* D = 512 */
+static uint64_t fold_by_128_bytes[8]; /* D = 1024 */
+static uint64_t fold_by_192_bytes[8]; /* D = 1536 */
+static uint64_t fold_lanes[8];        /* lanes 0..2 by D = 384, 256, 128; lane 3 zero */
+
+static void fold_constant(uint64_t *lane, uint64_t d_bits)
+{
+    lane[0] = gf_xpow(d_bits + 31);
+    lane[1] = gf_xpow(d_bits - 33);
+}
+
+static void fold_build_tables(void)
+{
+    for (int lane = 0; lane < 4; lane++) {
+        fold_constant(&fold_by_256_bytes[2 * lane], 2048);
+        fold_constant(&fold_by_64_bytes[2 * lane], 512);
+        fold_constant(&fold_by_128_bytes[2 * lane], 1024);
+        fold_constant(&fold_by_192_bytes[2 * lane], 1536);
+    }
+    for (int lane = 0; lane < 3; lane++)
+        fold_constant(&fold_lanes[2 * lane], 128u * (3u - (unsigned)lane));
+}
+
 #define STREAM_MAX 4096 /* bytes per stream in one block */
 #define STREAM_MIN 64   /* below 3 * STREAM_MIN bytes, one stream */
+#define HYBRID_MAX 128  /* iterations in one hybrid block: 3 * 24 * 128 <= 3 * STREAM_MAX */
+#define HYBRID_MIN 4    /* fewer iterations than this: plain three streams */
 
 /* shift_by[i] = x^(64 i - 33) mod P: multiplies a register by x^(8 * 8i). */
-static uint32_t shift_by[2 * STREAM_MAX / 8 + 1];
+static uint32_t shift_by[3 * STREAM_MAX / 8 + 1];
+_Static_assert(3 * 24 * HYBRID_MAX <= 3 * STREAM_MAX, "hybrid shifts beyond shift_by");
 
-static void sse42_build_tables(void)
+static void shift_build_table(void)
 {
     uint32_t x64 = gf_xpow(64);
     shift_by[1] = gf_xpow(64 - 33);
     for (size_t i = 2; i < sizeof shift_by / sizeof shift_by[0]; i++)
         shift_by[i] = gf_mul(shift_by[i - 1], x64);
 }
+
+/* ---- 2. SSE4.2: three crc32 streams, joined and helped by PCLMULQDQ ---- */
+
+#define KB_SSE42 __attribute__((target("sse4.2,pclmul")))
 
 KB_SSE42 static uint32_t sse42_shift(uint32_t r, uint32_t constant)
 {
@@ -205,18 +246,78 @@ KB_SSE42 static uint32_t sse42_one_stream(uint32_t r, const unsigned char *p, si
     return r;
 }
 
+/* Streams r0, r1, r2 (len bytes apart) each take the 8 bytes at p. */
+#define STREAMS_STEP(p, len)                                                      \
+    do {                                                                          \
+        r0 = _mm_crc32_u64(r0, kb_load_le64(p));                                  \
+        r1 = _mm_crc32_u64(r1, kb_load_le64((p) + (len)));                        \
+        r2 = _mm_crc32_u64(r2, kb_load_le64((p) + 2 * (len)));                    \
+    } while (0)
+
 /* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
 KB_SSE42 static uint32_t sse42_three_streams(uint32_t r, const unsigned char *p, size_t len)
 {
     KB_ASSERT(len % 8 == 0 && len <= STREAM_MAX);
     uint64_t r0 = r, r1 = 0, r2 = 0;
     const unsigned char *end = p + len;
-    for (; p < end; p += 8) {
-        r0 = _mm_crc32_u64(r0, kb_load_le64(p));
-        r1 = _mm_crc32_u64(r1, kb_load_le64(p + len));
-        r2 = _mm_crc32_u64(r2, kb_load_le64(p + 2 * len));
-    }
+    for (; p < end; p += 8)
+        STREAMS_STEP(p, len);
     return sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
+           sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
+}
+
+/* acc * x^D + data for one 128-bit lane, D fixed by the constants. */
+KB_SSE42 static inline __m128i sse42_fold(__m128i acc, const uint64_t *constants, __m128i data)
+{
+    __m128i k = _mm_loadu_si128((const __m128i *)constants);
+    __m128i low = _mm_clmulepi64_si128(acc, k, 0x00);
+    __m128i high = _mm_clmulepi64_si128(acc, k, 0x11);
+    return _mm_xor_si128(_mm_xor_si128(low, high), data);
+}
+
+/* The register for 64 bytes held as four 128-bit lanes, first to last. */
+KB_SSE42 static uint32_t sse42_reduce(__m128i x0, __m128i x1, __m128i x2, __m128i x3)
+{
+    __m128i lane = sse42_fold(x2, &fold_lanes[4], x3);
+    lane = sse42_fold(x1, &fold_lanes[2], lane);
+    lane = sse42_fold(x0, &fold_lanes[0], lane);
+    uint64_t r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    return (uint32_t)_mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(lane, 1));
+}
+
+KB_SSE42 static inline __m128i sse42_load(const unsigned char *p)
+{
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+/*
+ * One hybrid block of 136 k bytes: 64 k bytes folded by PCLMULQDQ into four
+ * 128-bit lanes while three crc32 streams take the next 3 * 24 k bytes, in
+ * the same loop (the two instructions run on different execution ports).
+ */
+KB_SSE42 static uint32_t sse42_hybrid_block(uint32_t r, const unsigned char *p, size_t k)
+{
+    KB_ASSERT(k >= 1 && k <= HYBRID_MAX);
+    const unsigned char *s = p + 64 * k;
+    const size_t len = 24 * k;
+    uint64_t r0 = 0, r1 = 0, r2 = 0;
+    __m128i x0 = _mm_xor_si128(sse42_load(p), _mm_cvtsi32_si128((int)r));
+    __m128i x1 = sse42_load(p + 16), x2 = sse42_load(p + 32), x3 = sse42_load(p + 48);
+    for (size_t i = 1; i < k; i++, s += 24) {
+        p += 64;
+        x0 = sse42_fold(x0, fold_by_64_bytes, sse42_load(p));
+        STREAMS_STEP(s, len);
+        x1 = sse42_fold(x1, fold_by_64_bytes, sse42_load(p + 16));
+        STREAMS_STEP(s + 8, len);
+        x2 = sse42_fold(x2, fold_by_64_bytes, sse42_load(p + 32));
+        STREAMS_STEP(s + 16, len);
+        x3 = sse42_fold(x3, fold_by_64_bytes, sse42_load(p + 48));
+    }
+    STREAMS_STEP(s, len);
+    STREAMS_STEP(s + 8, len);
+    STREAMS_STEP(s + 16, len);
+    return sse42_shift(sse42_reduce(x0, x1, x2, x3), shift_by[3 * len / 8]) ^
+           sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
            sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
 }
 
@@ -226,6 +327,14 @@ KB_SSE42 static uint32_t sse42_update(uint32_t r, const unsigned char *p, size_t
     r = sse42_one_stream(r, p, head);
     p += head;
     n -= head;
+    while (n >= 136 * HYBRID_MIN) {
+        size_t k = n / 136;
+        if (k > HYBRID_MAX)
+            k = HYBRID_MAX;
+        r = sse42_hybrid_block(r, p, k);
+        p += 136 * k;
+        n -= 136 * k;
+    }
     while (n >= 3 * STREAM_MIN) {
         size_t len = n / 24 * 8;
         if (len > STREAM_MAX)
@@ -245,32 +354,9 @@ KB_SSE42 uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length)
 /* ---- 3. AVX-512 VPCLMULQDQ folding ---- */
 
 #define KB_AVX512 __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
-#define FOLD_MIN 1024 /* smaller buffers go to the SSE4.2 path */
-
-/* Per 128-bit lane {x^(D+31), x^(D-33)} mod P: carries a lane D bits on. */
-static uint64_t fold_by_256_bytes[8]; /* D = 2048 in every lane */
-static uint64_t fold_by_64_bytes[8];  /* D = 512 */
-static uint64_t fold_by_128_bytes[8]; /* D = 1024 */
-static uint64_t fold_by_192_bytes[8]; /* D = 1536 */
-static uint64_t fold_lanes[8];        /* lanes 0..2 by D = 384, 256, 128; lane 3 zero */
-
-static void fold_constant(uint64_t *lane, uint64_t d_bits)
-{
-    lane[0] = gf_xpow(d_bits + 31);
-    lane[1] = gf_xpow(d_bits - 33);
-}
-
-static void avx512_build_tables(void)
-{
-    for (int lane = 0; lane < 4; lane++) {
-        fold_constant(&fold_by_256_bytes[2 * lane], 2048);
-        fold_constant(&fold_by_64_bytes[2 * lane], 512);
-        fold_constant(&fold_by_128_bytes[2 * lane], 1024);
-        fold_constant(&fold_by_192_bytes[2 * lane], 1536);
-    }
-    for (int lane = 0; lane < 3; lane++)
-        fold_constant(&fold_lanes[2 * lane], 128u * (3u - (unsigned)lane));
-}
+#define FOLD_MIN 512 /* smaller buffers go to the SSE4.2 path */
+/* After at most 63 bytes to align and 63 left over, at least 256 remain to fold. */
+_Static_assert(FOLD_MIN >= 256 + 2 * 63, "FOLD_MIN too small for avx512_fold_all");
 
 /* acc * x^D + data, D fixed by the constants. */
 KB_AVX512 static inline __m512i avx512_fold(__m512i acc, __m512i constants, __m512i data)
@@ -353,10 +439,10 @@ static void hw_detect(void)
     avx512_available = sse42_available && __builtin_cpu_supports("avx512f") &&
                        __builtin_cpu_supports("avx512vl") &&
                        __builtin_cpu_supports("vpclmulqdq");
-    if (sse42_available)
-        sse42_build_tables();
-    if (avx512_available)
-        avx512_build_tables();
+    if (sse42_available) {
+        shift_build_table();
+        fold_build_tables();
+    }
 }
 
 #else /* no x86-64 hardware path: the software path stands in */
