@@ -1,0 +1,130 @@
+"""BrokerConfig: Kafka keys, precedence, properties parsing, typed errors."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kbroker.config import (
+    DEFAULT_LOG_DIR,
+    BrokerConfig,
+    ConfigError,
+    Listener,
+    parse_override,
+    parse_properties,
+)
+
+
+def test_defaults() -> None:
+    c = BrokerConfig.from_props({})
+    assert c.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    assert c.log_dirs == (DEFAULT_LOG_DIR,)
+    assert c.node_id == 0
+    assert c.num_partitions == 1
+    assert c.log_retention_ms == 168 * 3_600_000
+    assert c.socket_request_max_bytes == 104857600
+    assert c.connections_max_idle_ms == 600000
+    assert c.message_max_bytes == 1048588
+    assert c.auto_create_topics_enable is True
+
+
+def test_properties_syntax() -> None:
+    text = (
+        "# comment\n"
+        "! also a comment\n"
+        "\n"
+        "a=1\n"
+        "b : 2\n"
+        "c 3\n"
+        "  d=with spaces  \n"
+        "log.dirs=/x,\\\n"
+        "         /y\n"
+        "e\\=f=g\n"
+        "a=last wins\n"
+    )
+    assert parse_properties(text) == {
+        "a": "last wins", "b": "2", "c": "3", "d": "with spaces", "log.dirs": "/x,/y", "e=f": "g",
+    }
+
+
+def test_retention_precedence() -> None:
+    assert BrokerConfig.from_props({"log.retention.hours": "1"}).log_retention_ms == 3_600_000
+    assert BrokerConfig.from_props(
+        {"log.retention.hours": "1", "log.retention.minutes": "2"}
+    ).log_retention_ms == 120_000
+    assert BrokerConfig.from_props(
+        {"log.retention.hours": "1", "log.retention.minutes": "2", "log.retention.ms": "5"}
+    ).log_retention_ms == 5
+    assert BrokerConfig.from_props({"log.retention.ms": "-1"}).log_retention_ms == -1
+    assert BrokerConfig.from_props({"log.roll.hours": "2"}).log_roll_ms == 7_200_000
+    assert BrokerConfig.from_props({"log.roll.hours": "2", "log.roll.ms": "9"}).log_roll_ms == 9
+
+
+def test_aliases() -> None:
+    assert BrokerConfig.from_props({"broker.id": "4"}).node_id == 4
+    assert BrokerConfig.from_props({"log.dir": "/a"}).log_dirs == ("/a",)
+    assert BrokerConfig.from_props({"log.dir": "/a", "log.dirs": "/b,/c"}).log_dirs == ("/b", "/c")
+    with pytest.raises(ConfigError, match="node.id"):
+        BrokerConfig.from_props({"broker.id": "4", "node.id": "5"})
+
+
+def test_listeners() -> None:
+    c = BrokerConfig.from_props({
+        "listeners": "PLAINTEXT://0.0.0.0:0",
+        "advertised.listeners": "PLAINTEXT://example.com:19092",
+    })
+    assert c.listeners == (Listener("PLAINTEXT", "0.0.0.0", 0),)
+    assert c.advertised_listeners == (Listener("PLAINTEXT", "example.com", 19092),)
+    assert BrokerConfig.from_props({"listeners": "PLAINTEXT://[::1]:9"}).listeners[0].host == "::1"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num.partitions", "x"),
+        ("num.partitions", "0"),
+        ("auto.create.topics.enable", "yes"),
+        ("listeners", "localhost:9092"),
+        ("listeners", "SSL://127.0.0.1:9093"),
+        ("listeners", "PLAINTEXT://127.0.0.1:70000"),
+        ("log.segment.bytes", "1.5"),
+        ("log.message.timestamp.type", "Whenever"),
+        ("log.retention.hours", "forever"),
+        ("socket.request.max.bytes", "99999999999"),
+    ],
+)
+def test_ill_typed_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key.split(".")[0]):
+        BrokerConfig.from_props({key: value})
+
+
+def test_unknown_keys_warn_once(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        BrokerConfig.from_props({"totally.unknown.thing": "1", "num.io.threads": "8"})
+        BrokerConfig.from_props({"totally.unknown.thing": "1"})
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings.count("unknown configuration totally.unknown.thing ignored") == 1
+    assert not any("num.io.threads" in w for w in warnings)
+
+
+def test_topic_config_defaults_follow_broker_keys() -> None:
+    c = BrokerConfig.from_props({
+        "log.retention.minutes": "3", "log.segment.bytes": "1048576",
+        "message.max.bytes": "5000", "log.cleanup.policy": "compact",
+    })
+    d = c.topic_config_defaults()
+    assert d["retention.ms"] == "180000"
+    assert d["segment.bytes"] == "1048576"
+    assert d["max.message.bytes"] == "5000"
+    assert d["cleanup.policy"] == "compact"
+    from kbroker.storage.log_config import LogConfig
+
+    cfg = LogConfig.from_props(d)
+    assert cfg.retention_ms == 180000 and cfg.max_message_bytes == 5000
+
+
+def test_parse_override() -> None:
+    assert parse_override("a.b=c=d") == ("a.b", "c=d")
+    with pytest.raises(ConfigError):
+        parse_override("novalue")
