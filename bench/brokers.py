@@ -165,7 +165,9 @@ def free_port() -> int:
 class BrokerSpec:
     """How to start one kind of broker.
 
-    `command` is a shell command with `{port}` and `{data_dir}`, run as
+    `command` is a shell command with `{port}` and `{data_dir}` (and optionally
+    `{partitions}`, the cell's partition count, for brokers that can only
+    auto-create topics), run as
     `sh -c "exec <command>"` so the broker itself holds the PID we measure.
     `prepare` runs once before the first start (e.g. a git worktree build)
     and `cleanup` once at the end.
@@ -184,11 +186,12 @@ class BrokerSpec:
 class RunningBroker:
     """One started broker process: its port, data dir, PID and log file."""
 
-    def __init__(self, spec: BrokerSpec, log_dir: Path) -> None:
+    def __init__(self, spec: BrokerSpec, log_dir: Path, partitions: int = 1) -> None:
         self.spec = spec
         self.port = free_port()
         self.data_dir = Path(tempfile.mkdtemp(prefix=f"kbroker-bench-{_slug(spec.name)}-"))
-        command = spec.command.format(port=self.port, data_dir=shlex.quote(str(self.data_dir)))
+        command = spec.command.format(port=self.port, data_dir=shlex.quote(str(self.data_dir)),
+                                      partitions=partitions)
         env = {k: v for k, v in os.environ.items() if k not in spec.unset_env}
         env.update(spec.env)
         self.log_path = log_dir / f"{_slug(spec.name)}-{self.port}.log"
@@ -270,10 +273,15 @@ def tansu_spec(name: str = "tansu") -> BrokerSpec:
 
 
 def kbroker_spec(source_dir: Path = REPO_ROOT, name: str = "kbroker") -> BrokerSpec:
-    """kbroker from a source tree (PYTHONPATH, in-place build), on 127.0.0.1:{port}."""
+    """kbroker from a source tree (PYTHONPATH, in-place build), on 127.0.0.1:{port}.
+
+    `num.partitions` is the cell's partition count, so auto-created topics
+    (for a build without CreateTopics) get the partitions the cell asks for.
+    """
     command = (
         f"{shlex.quote(sys.executable)} -m kbroker serve "
-        f"--override listeners=PLAINTEXT://127.0.0.1:{{port}} --override log.dirs={{data_dir}}"
+        f"--override listeners=PLAINTEXT://127.0.0.1:{{port}} --override log.dirs={{data_dir}} "
+        f"--override num.partitions={{partitions}}"
     )
     return BrokerSpec(name, command, env={"PYTHONPATH": str(source_dir)}, cwd=str(source_dir))
 

@@ -85,7 +85,7 @@ def run_once(
     """Fresh broker -> produce -> consume -> kill. Returns one raw run record."""
     record: dict[str, Any] = {"side": side, "broker": spec.name, "cell": cell.key,
                               "repeat": repeat, **asdict(cell)}
-    broker = brokers.RunningBroker(spec, log_dir)
+    broker = brokers.RunningBroker(spec, log_dir, partitions=cell.partitions)
     try:
         record["ready_s"] = broker.wait_ready()
         options = PerfOptions(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -42,7 +43,10 @@ def ensure_topic(
     try:
         futures[topic].result(timeout_s)
     except KafkaException as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+        code = exc.args[0].code() if exc.args else None
+        if code == KafkaError._UNSUPPORTED_FEATURE:
+            return _auto_create(bootstrap_server, topic, partitions, timeout_s)
+        if code != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -51,6 +55,24 @@ def ensure_topic(
             return found
         time.sleep(0.1)
     raise TimeoutError(f"topic {topic} not visible with {partitions} partitions after {timeout_s} s")
+
+
+def _auto_create(bootstrap_server: str, topic: str, partitions: int, timeout_s: float) -> list[int]:
+    """No CreateTopics on this broker: let a producer's Metadata request auto-create the topic."""
+    print(f"kbroker perf: broker has no CreateTopics; relying on auto-creation of {topic}",
+          file=sys.stderr)
+    producer = Producer(client_config(bootstrap_server, {"allow.auto.create.topics": "true"}))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        metadata = producer.list_topics(topic=topic, timeout=5.0)
+        found = metadata.topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            if len(found.partitions) != partitions:
+                print(f"kbroker perf: {topic} was auto-created with {len(found.partitions)} "
+                      f"partitions, not {partitions}", file=sys.stderr)
+            return sorted(found.partitions)
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} was not auto-created within {timeout_s} s")
 
 
 def _known_partitions(bootstrap_server: str, topic: str) -> list[int]:

@@ -1,9 +1,9 @@
 """The `kbroker perf produce|consume|e2e` command line.
 
-The `kbroker` CLI wires this in with::
+The `kbroker` CLI wires this in with either::
 
-    perf_cli.add_subparser(subparsers)     # adds `perf` and its three modes
-    ...                                    # `args.func(args)` / `perf_cli.run(args)`
+    perf_cli.add_subparser(subparsers)     # adds `perf` and its three modes; then run(args)
+    SUBCOMMANDS["perf"] = (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run)
 
 and `python -m kbroker.perf ...` runs it standalone.
 """
@@ -23,12 +23,18 @@ MODES = ("produce", "consume", "e2e")
 DEFAULT_LINGER_MS = {"produce": 5.0, "consume": 5.0, "e2e": 0.0}
 
 
+HELP = "measure a Kafka-compatible broker's throughput and latency"
+
+
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `perf` (with `produce`, `consume`, `e2e` under it) to an argparse subparsers object."""
-    perf = subparsers.add_parser(
-        "perf", help="measure a Kafka-compatible broker's throughput and latency",
-        description="Producer/consumer/end-to-end performance tests over librdkafka.",
-    )
+    perf = subparsers.add_parser("perf", help=HELP, description=HELP)
+    configure_parser(perf)
+    return perf
+
+
+def configure_parser(perf: argparse.ArgumentParser) -> None:
+    """Give an existing `perf` parser its three modes and their options; `func` is `run`."""
     perf.set_defaults(func=run)
     modes = perf.add_subparsers(dest="perf_mode", metavar="MODE", required=True)
     for mode, text in (
@@ -37,7 +43,6 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
         ("e2e", "produce-to-consume latency at a fixed rate (--throughput, default 10000/s)"),
     ):
         _add_options(modes.add_parser(mode, help=text, description=text))
-    return perf
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,14 @@ import argparse
 
 import pytest
 
-from kbroker.perf.cli import add_subparser, build_parser, options_from_args
+from kbroker.perf.cli import (
+    HELP,
+    add_subparser,
+    build_parser,
+    configure_parser,
+    options_from_args,
+    run,
+)
 from kbroker.perf.consume import plan_consumers
 from kbroker.perf.options import PerfOptions
 from kbroker.perf.payload import file_pool, random_pool
@@ -74,6 +81,15 @@ def test_add_subparser_wires_into_a_parent_cli() -> None:
     args = parser.parse_args(["perf", "consume", *BASE])
     assert args.command == "perf" and args.perf_mode == "consume"
     assert callable(args.func)
+
+
+def test_configure_parser_fits_a_registry_of_parsers() -> None:
+    parser = argparse.ArgumentParser(prog="kbroker")
+    sub = parser.add_subparsers(dest="command")
+    configure_parser(sub.add_parser("perf", help=HELP))
+    args = parser.parse_args(["perf", "e2e", *BASE, "--throughput", "100"])
+    assert args.perf_mode == "e2e" and args.throughput == 100.0
+    assert args.func is run
 
 
 def test_sample_every() -> None:
