@@ -28,3 +28,8 @@ def test_every_core_module_is_compiled(name: str) -> None:
     assert module.__file__ is not None
     assert module.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
     assert module.__file__.endswith(".so")
+
+
+def test_a_missing_module_fails_loudly() -> None:
+    with pytest.raises(ImportError, match="compiled core is missing"):
+        kbroker._core._load("no_such_module")

@@ -9,8 +9,9 @@ What lives where:
   crc32c    CRC-32C of record batches (native/crc32c.c: SSE4.2 / AVX-512
             hardware paths and a software fallback, chosen once at load).
             Python: crc32c(data, value=0); Cython: cimport crc32c_update.
-  records   record batch v2: validation, offset assignment, segment scanning.
-  index     offset and time index entries.
+  records   record batch v2: validation, offset assignment, segment scanning
+            (cimports crc32c_update).
+  index     binary search and sanity checks over .index / .timeindex files.
 
 Each kbroker/_core/*.pyx builds into one extension (setup.py); add new ones to
 COMPILED_MODULES below.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 
-COMPILED_MODULES: tuple[str, ...] = ("crc32c",)
+COMPILED_MODULES: tuple[str, ...] = ("crc32c", "records", "index")
 
 _BUILD_HINT = (
     "kbroker's compiled core is missing or broken: install with `pip install .` "
