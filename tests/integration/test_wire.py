@@ -23,6 +23,7 @@ from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kbroker.protocol.messages.produce import ProduceRequest
 from kbroker.protocol.messages.response_header import ResponseHeader
+from kbroker.server.api_table import API_TABLE
 from kbroker.storage.partition_metadata import read_partition_metadata
 
 from .wire import WireClient, encode_request, wait_until_ready
@@ -123,7 +124,9 @@ def test_acks_zero_gets_no_response(client: WireClient) -> None:
 def test_api_versions_advertises_only_implemented_apis(client: WireClient) -> None:
     resp = client.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert ranges == {0: (0, 11), 1: (4, 17), 2: (1, 7), 3: (0, 12), 18: (0, 4), 23: (2, 4)}
+    assert ranges == {key: (s.min_version, s.max_version) for key, s in API_TABLE.items()}
+    core = {0: (0, 11), 1: (4, 17), 2: (1, 7), 3: (0, 12), 18: (0, 4), 23: (2, 4)}
+    assert {k: ranges[k] for k in core} == core
 
 
 def test_api_versions_v3_response_header_is_v0(client: WireClient) -> None:
