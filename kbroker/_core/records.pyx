@@ -35,6 +35,7 @@ the Python boundary.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 from posix.unistd cimport pread
 
 from kbroker._core.crc32c cimport crc32c_update
@@ -737,3 +738,33 @@ def scan_headers(int fd, long long start_position, long long end_position):
             count += 1
             pos += size
     return (count, next_off, max_ts, off_max, pos)
+
+
+def assign_offsets_pieces(buf, long long base_offset, int partition_leader_epoch):
+    """assign_offsets for a read-only payload, without copying it.
+
+    Returns (pieces, last_offset): for each batch a patched copy of its first 16 bytes
+    (baseOffset, batchLength, partitionLeaderEpoch) and a memoryview of the rest, ready
+    for os.pwritev. The CRC does not cover the patched bytes, so nothing else changes.
+    """
+    cdef const unsigned char[::1] b = buf
+    cdef int64_t n = b.shape[0]
+    cdef int64_t pos = 0, size
+    cdef int64_t next_offset = base_offset
+    cdef unsigned char head[16]
+    cdef list pieces = []
+    view = memoryview(buf).cast("B") if not isinstance(buf, bytes) else memoryview(buf)
+    while pos + HEADER_SIZE <= n:
+        size = <int64_t>(<int32_t>kb_load_be32(&b[pos] + LENGTH_POS)) + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > n:
+            break
+        memcpy(head, &b[pos], 16)
+        kb_store_be64(head + BASE_OFFSET_POS, <uint64_t>next_offset)
+        kb_store_be32(head + PARTITION_LEADER_EPOCH_POS, <uint32_t>partition_leader_epoch)
+        pieces.append(head[:16])
+        pieces.append(view[pos + 16:pos + size])
+        next_offset += <int64_t>(<int32_t>kb_load_be32(&b[pos] + LAST_OFFSET_DELTA_POS)) + 1
+        pos += size
+    if pos != n:
+        raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "payload not validated", pos)
+    return pieces, next_offset - 1

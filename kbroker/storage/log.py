@@ -88,7 +88,10 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = time.milliseconds()
         self.closed = False
-        self.on_log_start_offset_change: Callable[[Log], None] | None = None
+        # Called after delete_records moved the log start offset and after a truncation
+        # lowered the recovery point: LogManager writes its checkpoints then (as Kafka
+        # does), so a crash cannot resurrect deleted records or skip rescanning.
+        self.on_checkpoint_needed: Callable[[Log], None] | None = None
 
     def __repr__(self) -> str:
         return (f"Log({self.topic_partition}, log_start_offset={self.log_start_offset}, "
@@ -178,18 +181,23 @@ class Log:
             raise RecordListTooLargeError(
                 f"payload of {info.valid_bytes} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append_time = now if (assign and cfg.log_append_time) else -1
-        if assign:
+        buf: memoryview | bytearray | list[bytes | memoryview]
+        if not assign:
+            buf = view
+            first, last = self._follower_offsets(view, info)
+        elif view.readonly and log_append_time < 0 and info.batch_count <= 256:
+            # read-only payload: write patched 16-byte heads + the untouched rest (pwritev)
+            first = self.log_end_offset
+            buf, last = _records.assign_offsets_pieces(view, first, leader_epoch)
+        else:
             first = self.log_end_offset
             buf = view if not view.readonly else bytearray(view)
             last = _records.assign_offsets(buf, first, leader_epoch, log_append_time)
-        else:
-            buf = view
-            first, last = self._follower_offsets(view, info)
         if log_append_time >= 0:
             max_ts, off_max = log_append_time, first
         else:
             max_ts, off_max = info.max_timestamp, first + info.offset_of_max_timestamp
-        segment = self._maybe_roll(len(buf), last, now)
+        segment = self._maybe_roll(info.valid_bytes, last, now)
         segment.append(last, max_ts, off_max, buf)
         if assign:
             self.leader_epoch_cache.assign(leader_epoch, first)
@@ -337,7 +345,8 @@ class Log:
     # -- truncation and deletion -------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Remove everything from the batch holding `offset` on (the log end becomes that
-        batch's base offset). Below the log start: truncate fully and start at offset."""
+        batch's base offset, or the log start offset if that is higher). Below the log
+        start: truncate fully and start at offset."""
         self._check_open()
         if offset >= self.log_end_offset:
             return
@@ -351,6 +360,10 @@ class Log:
             self.segments.remove(seg.base_offset)
         self._delete_segment_files(doomed)
         self.segments.active.truncate_to(offset)
+        if self.log_end_offset < self.log_start_offset:
+            # the batch holding `offset` straddled the log start: never move it back
+            self.truncate_fully_and_start_at(self.log_start_offset)
+            return
         self._after_truncation()
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -369,7 +382,6 @@ class Log:
         self.leader_epoch_cache.clear()
         self.log_start_offset = new_offset
         self._after_truncation()
-        self._log_start_changed()
 
     def _after_truncation(self) -> None:
         leo = self.log_end_offset
@@ -381,6 +393,8 @@ class Log:
             self.log_start_offset = leo
         self._high_watermark = max(self._high_watermark, self.log_start_offset)
         self.leader_epoch_cache.truncate_from_end(leo)
+        self.leader_epoch_cache.flush()
+        self._checkpoint_needed()
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to `offset` (<= high watermark) and
@@ -392,8 +406,8 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epoch_cache.truncate_from_start(offset)
-            self._log_start_changed()
             self.delete_segments(lambda seg, next_base: next_base <= self.log_start_offset)
+            self._checkpoint_needed()
         return self.log_start_offset
 
     def delete_segments(self, predicate: Callable[[LogSegment, int], bool]) -> int:
@@ -414,13 +428,12 @@ class Log:
         if first.base_offset > self.log_start_offset:
             self.log_start_offset = first.base_offset
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-            self._log_start_changed()
         self._delete_segment_files(doomed)
         return len(doomed)
 
-    def _log_start_changed(self) -> None:
-        if self.on_log_start_offset_change is not None:
-            self.on_log_start_offset_change(self)
+    def _checkpoint_needed(self) -> None:
+        if self.on_checkpoint_needed is not None:
+            self.on_checkpoint_needed(self)
 
     def _delete_segment_files(self, doomed: list[LogSegment]) -> None:
         for seg in doomed:

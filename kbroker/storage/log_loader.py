@@ -97,6 +97,11 @@ class LogLoader:
         else:
             self._recover(segments, epoch_cache)
         leo = segments.active.next_offset
+        if leo < self.log_start_offset:
+            # recovery cut below the checkpointed log start: start empty there, as Kafka does
+            self._start_empty_at(segments, self.log_start_offset)
+            epoch_cache.clear()
+            leo = self.log_start_offset
         first = segments.first
         assert first is not None
         log_start = min(max(self.log_start_offset, first.base_offset), leo)
@@ -108,6 +113,20 @@ class LogLoader:
                      leader_epoch_cache=epoch_cache, deleter=self.deleter,
                      flush_executor=self.flush_executor)
         return result
+
+    def _start_empty_at(self, segments: LogSegments, offset: int) -> None:
+        for seg in list(segments):
+            segments.remove(seg.base_offset)
+            seg.close_handlers()
+            for path in seg.paths():
+                if os.path.exists(path):
+                    os.unlink(path)
+        seg = LogSegment(self.dir, offset, index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes,
+                         created_ms=self.time.milliseconds())
+        seg.next_offset = offset
+        segments.add(seg)
+        self._recovered_to = offset
 
     def _clean_directory(self) -> list[int]:
         """Remove leftovers; return the base offsets of the .log files."""

@@ -100,8 +100,7 @@ class LogManager:
             if tp in self._logs:
                 lg.close()
                 raise KafkaStorageError(f"duplicate log directories for {tp}")
-            self._logs[tp] = lg
-            self._dir_of[tp] = d
+            self._publish(tp, lg, d)
             if not clean:
                 self.last_load_recovered.append(tp)
         for d in self.log_dirs:
@@ -196,9 +195,13 @@ class LogManager:
                            had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
                            flush_executor=self._flusher)
         lg = loader.load()
+        self._publish(tp, lg, log_dir)
+        return lg
+
+    def _publish(self, tp: TopicPartition, lg: Log, log_dir: str) -> None:
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
-        return lg
+        lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)
 
     def _next_log_dir(self) -> str:
         """The log dir holding the fewest partitions (Kafka's placement rule)."""
@@ -249,11 +252,15 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write recovery points and log start offsets of every log dir."""
         for d in self.log_dirs:
-            tps = [tp for tp, ld in self._dir_of.items() if ld == d]
-            recovery = {tp: self._logs[tp].recovery_point for tp in tps}
-            starts = {tp: self._logs[tp].log_start_offset for tp in tps}
-            try:
-                OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(recovery)
-                OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
-            except OSError as e:
-                raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e
+            self.checkpoint_dir(d)
+
+    def checkpoint_dir(self, d: str) -> None:
+        """Write one log dir's checkpoints (also after a truncation or delete_records)."""
+        tps = [tp for tp, ld in self._dir_of.items() if ld == d]
+        recovery = {tp: self._logs[tp].recovery_point for tp in tps}
+        starts = {tp: self._logs[tp].log_start_offset for tp in tps}
+        try:
+            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(recovery)
+            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e

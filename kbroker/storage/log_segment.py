@@ -212,14 +212,19 @@ class LogSegment:
         )
 
     def append(self, largest_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
-               records: bytes | bytearray | memoryview) -> None:
-        """Append whole, offset-assigned batches at the end of the file."""
+               records: bytes | bytearray | memoryview | list[bytes | memoryview]) -> None:
+        """Append whole, offset-assigned batches (one buffer, or pieces for pwritev)."""
         position = self.size
-        view = memoryview(records)
         try:
-            written = 0
-            while written < len(view):
-                written += os.pwrite(self.fd, view[written:], position + written)
+            if isinstance(records, list):
+                length = sum(len(p) for p in records)
+                written = os.pwritev(self.fd, records, position)
+                if written < length:  # short write: finish from a joined copy
+                    rest = memoryview(b"".join(records))[written:]
+                    self._pwrite_all(rest, position + written)
+            else:
+                length = len(records)
+                self._pwrite_all(memoryview(records), position)
         except OSError as e:
             raise KafkaStorageError(f"append to {self.log_path} failed: {e}") from e
         if max_timestamp > self.largest_timestamp:
@@ -229,9 +234,14 @@ class LogSegment:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += len(view)
-        self.size += len(view)
+        self.bytes_since_last_index_entry += length
+        self.size += length
         self.next_offset = largest_offset + 1
+
+    def _pwrite_all(self, view: memoryview, position: int) -> None:
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], position + written)
 
     # -- lookups ----------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
