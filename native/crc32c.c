@@ -1,5 +1,5 @@
 /*
- * CRC-32C (Castagnoli): software, SSE4.2 and AVX-512 paths, chosen once at load.
+ * CRC-32C (Castagnoli): software, SSE4.2, AVX-512 and ARMv8 paths, chosen once at load.
  *
  * The CRC. Polynomial P = 0x1EDC6F41, processed bit-reflected (0x82F63B78):
  * each byte enters least significant bit first and bit 0 of the 32-bit
@@ -46,8 +46,12 @@
  *    into one 128-bit lane X, and the register is X * x^32 mod P, which is two
  *    crc32 instructions: crc32(crc32(0, A), B). Remaining bytes go to path 2.
  *
+ * 4. ARMv8 (aarch64 Linux with the CRC32 and PMULL extensions). Path 2
+ *    without the hybrid: crc32cx in three streams joined by PMULL shifts.
+ *
  * The fold constants are computed at load from x^n mod P; nothing is copied
- * from a table in a book.
+ * from a table in a book. Other CPUs, and builds with KB_CRC32C_PORTABLE
+ * defined, get path 1 alone.
  */
 #include "crc32c.h"
 
@@ -71,6 +75,15 @@
 #define KB_X86_HW 0
 #endif
 
+#if defined(__aarch64__) && defined(__linux__) && !defined(KB_CRC32C_PORTABLE)
+#define KB_ARM_HW 1
+#include <arm_acle.h>
+#include <arm_neon.h>
+#include <sys/auxv.h>
+#else
+#define KB_ARM_HW 0
+#endif
+
 #define POLY_REFLECTED 0x82f63b78u
 #define GF_ONE 0x80000000u /* x^0 in the reflected representation */
 
@@ -90,7 +103,7 @@ static uint32_t gf_times_x(uint32_t a)
     return (a & 1) ? (a >> 1) ^ POLY_REFLECTED : a >> 1;
 }
 
-#if KB_X86_HW /* products and powers build the hardware paths' constants */
+#if KB_X86_HW || KB_ARM_HW /* products and powers build the hardware paths' constants */
 
 static uint32_t gf_mul(uint32_t a, uint32_t b)
 {
@@ -170,6 +183,35 @@ uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length)
     return ~sw_update(~crc, data, length);
 }
 
+#if KB_X86_HW || KB_ARM_HW
+
+/* ---- three crc32 streams: shared by the x86-64 and ARMv8 paths ---- */
+
+#define STREAM_MAX 4096 /* bytes per stream in one block */
+#define STREAM_MIN 64   /* below 3 * STREAM_MIN bytes, one stream */
+
+/* shift_by[i] = x^(64 i - 33) mod P: multiplies a register by x^(8 * 8i). */
+static uint32_t shift_by[3 * STREAM_MAX / 8 + 1];
+
+static void shift_build_table(void)
+{
+    uint32_t x64 = gf_xpow(64);
+    shift_by[1] = gf_xpow(64 - 33);
+    for (size_t i = 2; i < sizeof shift_by / sizeof shift_by[0]; i++)
+        shift_by[i] = gf_mul(shift_by[i - 1], x64);
+}
+
+/* Streams r0, r1, r2 (len bytes apart) each take the 8 bytes at p; crc64 is
+ * the instruction (crc32 on x86-64, crc32cx on ARMv8). */
+#define STREAMS_STEP(crc64, p, len)                                               \
+    do {                                                                          \
+        r0 = crc64(r0, kb_load_le64(p));                                          \
+        r1 = crc64(r1, kb_load_le64((p) + (len)));                                \
+        r2 = crc64(r2, kb_load_le64((p) + 2 * (len)));                            \
+    } while (0)
+
+#endif
+
 #if KB_X86_HW
 
 /* ---- constants of the hardware paths, built once when the CPU has them ---- */
@@ -199,26 +241,12 @@ static void fold_build_tables(void)
         fold_constant(&fold_lanes[2 * lane], 128u * (3u - (unsigned)lane));
 }
 
-#define STREAM_MAX 4096 /* bytes per stream in one block */
-#define STREAM_MIN 64   /* below 3 * STREAM_MIN bytes, one stream */
-#define HYBRID_MAX 128  /* iterations in one hybrid block: 3 * 24 * 128 <= 3 * STREAM_MAX */
-#define HYBRID_MIN 4    /* fewer iterations than this: plain three streams */
-
-/* shift_by[i] = x^(64 i - 33) mod P: multiplies a register by x^(8 * 8i). */
-static uint32_t shift_by[3 * STREAM_MAX / 8 + 1];
-_Static_assert(3 * 24 * HYBRID_MAX <= 3 * STREAM_MAX, "hybrid shifts beyond shift_by");
-
-static void shift_build_table(void)
-{
-    uint32_t x64 = gf_xpow(64);
-    shift_by[1] = gf_xpow(64 - 33);
-    for (size_t i = 2; i < sizeof shift_by / sizeof shift_by[0]; i++)
-        shift_by[i] = gf_mul(shift_by[i - 1], x64);
-}
-
 /* ---- 2. SSE4.2: three crc32 streams, joined and helped by PCLMULQDQ ---- */
 
 #define KB_SSE42 __attribute__((target("sse4.2,pclmul")))
+#define HYBRID_MAX 128 /* iterations in one hybrid block */
+#define HYBRID_MIN 4   /* fewer iterations than this: plain three streams */
+_Static_assert(3 * 24 * HYBRID_MAX <= 3 * STREAM_MAX, "hybrid shifts beyond shift_by");
 
 KB_SSE42 static uint32_t sse42_shift(uint32_t r, uint32_t constant)
 {
@@ -246,14 +274,6 @@ KB_SSE42 static uint32_t sse42_one_stream(uint32_t r, const unsigned char *p, si
     return r;
 }
 
-/* Streams r0, r1, r2 (len bytes apart) each take the 8 bytes at p. */
-#define STREAMS_STEP(p, len)                                                      \
-    do {                                                                          \
-        r0 = _mm_crc32_u64(r0, kb_load_le64(p));                                  \
-        r1 = _mm_crc32_u64(r1, kb_load_le64((p) + (len)));                        \
-        r2 = _mm_crc32_u64(r2, kb_load_le64((p) + 2 * (len)));                    \
-    } while (0)
-
 /* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
 KB_SSE42 static uint32_t sse42_three_streams(uint32_t r, const unsigned char *p, size_t len)
 {
@@ -261,7 +281,7 @@ KB_SSE42 static uint32_t sse42_three_streams(uint32_t r, const unsigned char *p,
     uint64_t r0 = r, r1 = 0, r2 = 0;
     const unsigned char *end = p + len;
     for (; p < end; p += 8)
-        STREAMS_STEP(p, len);
+        STREAMS_STEP(_mm_crc32_u64, p, len);
     return sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
            sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
 }
@@ -306,16 +326,16 @@ KB_SSE42 static uint32_t sse42_hybrid_block(uint32_t r, const unsigned char *p, 
     for (size_t i = 1; i < k; i++, s += 24) {
         p += 64;
         x0 = sse42_fold(x0, fold_by_64_bytes, sse42_load(p));
-        STREAMS_STEP(s, len);
+        STREAMS_STEP(_mm_crc32_u64, s, len);
         x1 = sse42_fold(x1, fold_by_64_bytes, sse42_load(p + 16));
-        STREAMS_STEP(s + 8, len);
+        STREAMS_STEP(_mm_crc32_u64, s + 8, len);
         x2 = sse42_fold(x2, fold_by_64_bytes, sse42_load(p + 32));
-        STREAMS_STEP(s + 16, len);
+        STREAMS_STEP(_mm_crc32_u64, s + 16, len);
         x3 = sse42_fold(x3, fold_by_64_bytes, sse42_load(p + 48));
     }
-    STREAMS_STEP(s, len);
-    STREAMS_STEP(s + 8, len);
-    STREAMS_STEP(s + 16, len);
+    STREAMS_STEP(_mm_crc32_u64, s, len);
+    STREAMS_STEP(_mm_crc32_u64, s + 8, len);
+    STREAMS_STEP(_mm_crc32_u64, s + 16, len);
     return sse42_shift(sse42_reduce(x0, x1, x2, x3), shift_by[3 * len / 8]) ^
            sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
            sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
@@ -445,12 +465,12 @@ static void hw_detect(void)
     }
 }
 
-#else /* no x86-64 hardware path: the software path stands in */
+static const int armv8_available = 0;
+
+#else /* not x86-64: its entry points exist and fall back to software */
 
 static const int sse42_available = 0;
 static const int avx512_available = 0;
-
-static void hw_detect(void) {}
 
 uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length)
 {
@@ -463,6 +483,86 @@ uint32_t kb_crc32c_avx512(uint32_t crc, const void *data, size_t length)
 }
 
 #endif /* KB_X86_HW */
+
+#if KB_ARM_HW
+
+/* ---- 4. ARMv8 (aarch64 Linux): crc32cx, three streams joined with PMULL ---- */
+
+#define KB_ARMV8 __attribute__((target("+crc+crypto")))
+
+KB_ARMV8 static uint32_t armv8_shift(uint32_t r, uint32_t constant)
+{
+    poly128_t product = vmull_p64((poly64_t)r, (poly64_t)constant);
+    return __crc32cd(0, vgetq_lane_u64(vreinterpretq_u64_p128(product), 0));
+}
+
+KB_ARMV8 static uint32_t armv8_one_stream(uint32_t r, const unsigned char *p, size_t n)
+{
+    for (; n >= 8; p += 8, n -= 8)
+        r = __crc32cd(r, kb_load_le64(p));
+    if (n & 4) {
+        r = __crc32cw(r, kb_load_le32(p));
+        p += 4;
+    }
+    if (n & 2) {
+        r = __crc32ch(r, kb_load_le16(p));
+        p += 2;
+    }
+    if (n & 1)
+        r = __crc32cb(r, *p);
+    return r;
+}
+
+/* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
+KB_ARMV8 static uint32_t armv8_three_streams(uint32_t r, const unsigned char *p, size_t len)
+{
+    KB_ASSERT(len % 8 == 0 && len <= STREAM_MAX);
+    uint32_t r0 = r, r1 = 0, r2 = 0;
+    const unsigned char *end = p + len;
+    for (; p < end; p += 8)
+        STREAMS_STEP(__crc32cd, p, len);
+    return armv8_shift(r0, shift_by[2 * len / 8]) ^ armv8_shift(r1, shift_by[len / 8]) ^ r2;
+}
+
+KB_ARMV8 static uint32_t armv8_update(uint32_t r, const unsigned char *p, size_t n)
+{
+    size_t head = head_length(p, n, 8);
+    r = armv8_one_stream(r, p, head);
+    p += head;
+    n -= head;
+    while (n >= 3 * STREAM_MIN) {
+        size_t len = n / 24 * 8;
+        if (len > STREAM_MAX)
+            len = STREAM_MAX;
+        r = armv8_three_streams(r, p, len);
+        p += 3 * len;
+        n -= 3 * len;
+    }
+    return armv8_one_stream(r, p, n);
+}
+
+static uint32_t kb_crc32c_armv8(uint32_t crc, const void *data, size_t length)
+{
+    return ~armv8_update(~crc, data, length);
+}
+
+static int armv8_available;
+
+static void hw_detect(void)
+{
+    unsigned long caps = getauxval(AT_HWCAP);
+    armv8_available = (caps & HWCAP_CRC32) && (caps & HWCAP_PMULL);
+    if (armv8_available)
+        shift_build_table();
+}
+
+#elif !KB_X86_HW
+
+static const int armv8_available = 0;
+
+static void hw_detect(void) {}
+
+#endif /* KB_ARM_HW */
 
 /* ---- dispatch, settled once when the library loads ---- */
 
@@ -480,6 +580,12 @@ __attribute__((constructor)) static void kb_crc32c_init(void)
         active_fn = kb_crc32c_sse42;
         active_name = "sse4.2";
     }
+#if KB_ARM_HW
+    if (armv8_available) {
+        active_fn = kb_crc32c_armv8;
+        active_name = "armv8-crc";
+    }
+#endif
 }
 
 uint32_t kb_crc32c(uint32_t crc, const void *data, size_t length)
@@ -491,12 +597,12 @@ int kb_crc32c_sse42_available(void) { return sse42_available; }
 
 int kb_crc32c_avx512_available(void) { return avx512_available; }
 
-int kb_crc32c_hw_available(void) { return sse42_available; }
+int kb_crc32c_hw_available(void) { return sse42_available || armv8_available; }
 
+/* When the CPU has a hardware path, the active path is the best of them. */
 uint32_t kb_crc32c_hw(uint32_t crc, const void *data, size_t length)
 {
-    return avx512_available ? kb_crc32c_avx512(crc, data, length)
-                            : kb_crc32c_sse42(crc, data, length);
+    return active_fn(crc, data, length);
 }
 
 const char *kb_crc32c_implementation(void) { return active_name; }

@@ -28,7 +28,8 @@ uint32_t kb_crc32c(uint32_t crc, const void *data, size_t length);
 /* Portable slicing-by-8 software path; works on every CPU. */
 uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length);
 
-/* The best hardware path; valid only if kb_crc32c_hw_available(). */
+/* The best hardware path (x86-64 SSE4.2/AVX-512, or ARMv8 CRC32 + PMULL);
+ * valid only if kb_crc32c_hw_available(). */
 int kb_crc32c_hw_available(void);
 uint32_t kb_crc32c_hw(uint32_t crc, const void *data, size_t length);
 
@@ -42,7 +43,8 @@ uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length);
 int kb_crc32c_avx512_available(void);
 uint32_t kb_crc32c_avx512(uint32_t crc, const void *data, size_t length);
 
-/* Name of the active path: "avx512-vpclmulqdq", "sse4.2" or "software". */
+/* Name of the active path: "avx512-vpclmulqdq", "sse4.2", "armv8-crc" or
+ * "software". */
 const char *kb_crc32c_implementation(void);
 
 #ifdef __cplusplus

@@ -6,7 +6,7 @@ fails at start-up with an ImportError naming the module, not later with a slow
 or wrong answer (the lesson of aio-libs/aiokafka#913).
 
 What lives where:
-  crc32c    CRC-32C of record batches (native/crc32c.c: SSE4.2 / AVX-512
+  crc32c    CRC-32C of record batches (native/crc32c.c: SSE4.2, AVX-512, ARMv8
             hardware paths and a software fallback, chosen once at load).
             Python: crc32c(data, value=0); Cython: cimport crc32c_update.
   records   record batch v2: validation, offset assignment, segment scanning

@@ -72,7 +72,7 @@ def crc32c_sw(data, uint32_t value=0):
 
 def crc32c_hw(data, uint32_t value=0):
     """CRC-32C on the best hardware path; RuntimeError if the CPU has none."""
-    _require(kb_crc32c_hw_available(), "SSE4.2/PCLMULQDQ")
+    _require(kb_crc32c_hw_available(), "SSE4.2/PCLMULQDQ or ARMv8 CRC32/PMULL")
     return _checksum(kb_crc32c_hw, data, value)
 
 
