@@ -21,39 +21,39 @@ cdef extern from "kb_endian.h" nogil:
     uint64_t kb_load_be64(const void *p)
 
 
+cdef int64_t largest_at_most(const unsigned char *p, int64_t entries, int stride, bint key64,
+                             int64_t target) noexcept nogil:
+    """Slot of the largest entry whose key (int32 or int64 at the entry's start) <= target."""
+    cdef int64_t lo = 0, hi = entries - 1, mid, found = -1, key
+    while lo <= hi:
+        mid = (lo + hi) >> 1
+        if key64:
+            key = <int64_t>kb_load_be64(p + mid * stride)
+        else:
+            key = <int32_t>kb_load_be32(p + mid * stride)
+        if key <= target:
+            found = mid
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return found
+
+
 def offset_index_lookup(const unsigned char[::1] buf, long long entries, long long target_relative):
     """Slot of the largest entry whose relative offset <= target_relative, or -1."""
-    cdef int64_t lo = 0, hi = entries - 1, mid, found = -1
-    cdef const unsigned char *p
-    if entries <= 0:
-        return -1
-    p = &buf[0]
-    with nogil:
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if <int32_t>kb_load_be32(p + mid * 8) <= target_relative:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+    cdef int64_t found = -1
+    if entries > 0:
+        with nogil:
+            found = largest_at_most(&buf[0], entries, 8, False, target_relative)
     return found
 
 
 def time_index_lookup(const unsigned char[::1] buf, long long entries, long long target_timestamp):
     """Slot of the largest entry whose timestamp <= target_timestamp, or -1."""
-    cdef int64_t lo = 0, hi = entries - 1, mid, found = -1
-    cdef const unsigned char *p
-    if entries <= 0:
-        return -1
-    p = &buf[0]
-    with nogil:
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if <int64_t>kb_load_be64(p + mid * 12) <= target_timestamp:
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
+    cdef int64_t found = -1
+    if entries > 0:
+        with nogil:
+            found = largest_at_most(&buf[0], entries, 12, True, target_timestamp)
     return found
 
 

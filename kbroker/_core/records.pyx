@@ -611,37 +611,76 @@ cdef const unsigned char *cursor_header(Cursor *c, int64_t pos, int64_t end) noe
     return c.buf
 
 
+cdef enum WalkMode:
+    WALK_ALL = 0         # to the end: count, next offset, max timestamp
+    WALK_TO_OFFSET = 1   # stop at the first batch whose last offset >= target
+    WALK_TO_TIMESTAMP = 2  # stop at the first batch whose maxTimestamp >= target
+
+cdef struct Walk:
+    bint found
+    int64_t position     # where the walk stopped (the found batch, or the end)
+    int64_t base_offset  # of the found batch
+    int64_t last_offset
+    int64_t size
+    int64_t timestamp    # maxTimestamp of the found batch
+    int32_t count        # batches passed
+    int64_t next_offset  # after the last batch passed (-1: none)
+    int64_t max_timestamp
+    int64_t offset_of_max_timestamp
+
+
+cdef void walk_headers(int fd, int64_t start, int64_t end, int mode, int64_t target,
+                       Walk *w) noexcept nogil:
+    """Walk batch headers (no CRC) through a read-ahead buffer; see WalkMode."""
+    cdef Cursor c
+    cdef const unsigned char *p
+    cdef int64_t pos = start, size, base, last, ts
+    c.fd = fd
+    c.buf_pos = 0
+    c.buf_len = 0
+    w.found = False
+    w.count = 0
+    w.next_offset = -1
+    w.max_timestamp = -1
+    w.offset_of_max_timestamp = -1
+    while pos < end:
+        p = cursor_header(&c, pos, end)
+        if p == NULL:
+            break
+        size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
+        if size < HEADER_SIZE or (mode == WALK_ALL and pos + size > end):
+            break
+        base = <int64_t>kb_load_be64(p)
+        last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
+        ts = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
+        if (mode == WALK_TO_OFFSET and last >= target) or (mode == WALK_TO_TIMESTAMP and ts >= target):
+            w.found = True
+            w.base_offset = base
+            w.last_offset = last
+            w.size = size
+            w.timestamp = ts
+            break
+        if ts > w.max_timestamp:
+            w.max_timestamp = ts
+            w.offset_of_max_timestamp = last
+        w.next_offset = last + 1
+        w.count += 1
+        pos += size
+    w.position = pos
+
+
 def find_batch(int fd, long long start_position, long long end_position, long long target_offset):
     """First batch at or after start_position whose last offset >= target_offset.
 
     Returns (position, base_offset, last_offset, size) or None when none exists before
     end_position. Reads headers only, through a small read-ahead buffer.
     """
-    cdef Cursor c
-    cdef const unsigned char *p
-    cdef int64_t pos = start_position
-    cdef int64_t base, last, size
-    cdef bint found = False
-    c.fd = fd
-    c.buf_pos = 0
-    c.buf_len = 0
+    cdef Walk w
     with nogil:
-        while pos < end_position:
-            p = cursor_header(&c, pos, end_position)
-            if p == NULL:
-                break
-            base = <int64_t>kb_load_be64(p)
-            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
-            last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
-            if size < HEADER_SIZE:
-                break
-            if last >= target_offset:
-                found = True
-                break
-            pos += size
-    if not found:
+        walk_headers(fd, start_position, end_position, WALK_TO_OFFSET, target_offset, &w)
+    if not w.found:
         return None
-    return (pos, base, last, size)
+    return (w.position, w.base_offset, w.last_offset, w.size)
 
 
 def find_batch_by_timestamp(int fd, long long start_position, long long end_position,
@@ -650,32 +689,12 @@ def find_batch_by_timestamp(int fd, long long start_position, long long end_posi
 
     Returns (position, base_offset, last_offset, size, max_timestamp) or None.
     """
-    cdef Cursor c
-    cdef const unsigned char *p
-    cdef int64_t pos = start_position
-    cdef int64_t base = 0, last = 0, size = 0, ts = 0
-    cdef bint found = False
-    c.fd = fd
-    c.buf_pos = 0
-    c.buf_len = 0
+    cdef Walk w
     with nogil:
-        while pos < end_position:
-            p = cursor_header(&c, pos, end_position)
-            if p == NULL:
-                break
-            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
-            if size < HEADER_SIZE:
-                break
-            ts = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
-            if ts >= target_timestamp:
-                base = <int64_t>kb_load_be64(p)
-                last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
-                found = True
-                break
-            pos += size
-    if not found:
+        walk_headers(fd, start_position, end_position, WALK_TO_TIMESTAMP, target_timestamp, &w)
+    if not w.found:
         return None
-    return (pos, base, last, size, ts)
+    return (w.position, w.base_offset, w.last_offset, w.size, w.timestamp)
 
 
 def record_timestamps(const unsigned char[::1] records, int count, long long base_timestamp):
@@ -711,33 +730,10 @@ def scan_headers(int fd, long long start_position, long long end_position):
     unless the file holds a partial batch there). Used to find a loaded segment's next
     offset and the max timestamp of its tail after the last index entry.
     """
-    cdef Cursor c
-    cdef const unsigned char *p
-    cdef int64_t pos = start_position
-    cdef int64_t size, base, last, ts
-    cdef int64_t next_off = -1, max_ts = -1, off_max = -1
-    cdef int32_t count = 0
-    c.fd = fd
-    c.buf_pos = 0
-    c.buf_len = 0
+    cdef Walk w
     with nogil:
-        while pos < end_position:
-            p = cursor_header(&c, pos, end_position)
-            if p == NULL:
-                break
-            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
-            if size < HEADER_SIZE or pos + size > end_position:
-                break
-            base = <int64_t>kb_load_be64(p)
-            last = base + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS)
-            ts = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
-            if ts > max_ts:
-                max_ts = ts
-                off_max = last
-            next_off = last + 1
-            count += 1
-            pos += size
-    return (count, next_off, max_ts, off_max, pos)
+        walk_headers(fd, start_position, end_position, WALK_ALL, 0, &w)
+    return (w.count, w.next_offset, w.max_timestamp, w.offset_of_max_timestamp, w.position)
 
 
 def assign_offsets_pieces(buf, long long base_offset, int partition_leader_epoch):

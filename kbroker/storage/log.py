@@ -29,7 +29,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from kbroker._core import records as _records
+from kbroker.records.compression import CODEC_BY_NAME, Codec
 from kbroker.records.file_slice import FileSlice
+from kbroker.records.recompress import recompress_batches
 from kbroker.storage.errors import (
     InvalidRecordsError,
     KafkaStorageError,
@@ -41,6 +43,7 @@ from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_segment import LogSegment
 from kbroker.storage.log_segments import LogSegments
+from kbroker.storage.producer_state import Duplicate, ProducerStateManager
 from kbroker.storage.topic_partition import TopicPartition
 from kbroker.storage.values import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
 from kbroker.utils.time import Time
@@ -92,6 +95,7 @@ class Log:
         # lowered the recovery point: LogManager writes its checkpoints then (as Kafka
         # does), so a crash cannot resurrect deleted records or skip rescanning.
         self.on_checkpoint_needed: Callable[[Log], None] | None = None
+        self.producer_state = ProducerStateManager(directory)  # idempotent producers; loaded lazily
 
     def __repr__(self) -> str:
         return (f"Log({self.topic_partition}, log_start_offset={self.log_start_offset}, "
@@ -177,10 +181,19 @@ class Log:
             raise InvalidRecordsError(str(e), e.error_code) from e
         if info.batch_count == 0:
             return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
+        if assign and cfg.compression_type != "producer":
+            view, info = self._recompress(view, info, now)
         if info.valid_bytes > cfg.segment_bytes:
             raise RecordListTooLargeError(
                 f"payload of {info.valid_bytes} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append_time = now if (assign and cfg.log_append_time) else -1
+        producer_append = None
+        if assign and info.producer_id >= 0:  # idempotent: dedupe and sequence checks first
+            prepared = self.producer_state.prepare(view, self)
+            if isinstance(prepared, Duplicate):
+                return LogAppendInfo(prepared.first_offset, prepared.last_offset, -1, -1,
+                                     -1, self.log_start_offset, 0, 0)
+            producer_append = prepared
         buf: memoryview | bytearray | list[bytes | memoryview]
         if not assign:
             buf = view
@@ -201,6 +214,8 @@ class Log:
         segment.append(last, max_ts, off_max, buf)
         if assign:
             self.leader_epoch_cache.assign(leader_epoch, first)
+        if producer_append is not None:
+            producer_append.complete(first)
         if self.auto_high_watermark:
             self._high_watermark = self.log_end_offset
         self.unflushed_messages += info.record_count
@@ -212,6 +227,25 @@ class Log:
             log_start_offset=self.log_start_offset, record_count=info.record_count,
             valid_bytes=info.valid_bytes, batch_count=info.batch_count, codecs=info.codecs,
         )
+
+    def _recompress(self, view: memoryview, info: _records.BatchesInfo,
+                    now: int) -> tuple[memoryview, _records.BatchesInfo]:
+        """compression.type other than `producer`: re-encode batches with the topic's codec."""
+        cfg = self.config
+        codec = CODEC_BY_NAME[cfg.compression_type]
+        if info.codecs == 1 << codec:
+            return view, info
+        level = {Codec.GZIP: cfg.compression_gzip_level, Codec.LZ4: cfg.compression_lz4_level,
+                 Codec.ZSTD: cfg.compression_zstd_level}.get(codec)
+        try:
+            data = recompress_batches(view, codec, level)
+        except (ValueError, OSError, RuntimeError) as e:  # a codec error on the way in
+            raise InvalidRecordsError(f"cannot decompress batch: {e}") from e
+        out = memoryview(data)
+        try:
+            return out, _records.validate_batches(out, cfg.max_message_bytes, now_ms=now)
+        except _records.RecordValidationError as e:
+            raise InvalidRecordsError(str(e), e.error_code) from e
 
     def _follower_offsets(self, view: memoryview, info: _records.BatchesInfo) -> tuple[int, int]:
         scan = _records.scan_segment(view, 0, 0, -1, 1 << 62)
@@ -238,6 +272,7 @@ class Log:
             return
         new_base = self.log_end_offset
         old.on_become_inactive()
+        self.producer_state.take_snapshot(new_base)
         seg = LogSegment(self.dir, new_base, index_interval_bytes=self.config.index_interval_bytes,
                          max_index_size=self.config.segment_index_bytes,
                          created_ms=self.time.milliseconds())
@@ -394,6 +429,7 @@ class Log:
         self._high_watermark = max(self._high_watermark, self.log_start_offset)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.flush()
+        self.producer_state.invalidate(leo)
         self._checkpoint_needed()
 
     def delete_records(self, offset: int) -> int:
@@ -508,6 +544,7 @@ class Log:
         if self.closed:
             return
         self.leader_epoch_cache.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()
         self.closed = True

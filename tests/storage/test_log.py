@@ -185,3 +185,21 @@ def test_follower_append(env: Env) -> None:
     assert log.log_end_offset == 3 and log.latest_epoch == 5
     with pytest.raises(InvalidRecordsError):
         log.append_as_follower(make_batch([Rec(b"c")], base_offset=1))
+
+
+@pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
+def test_topic_compression_type_recompresses(env: Env, target: str) -> None:
+    log = env.log
+    log.update_config(log.config.with_overrides({"compression.type": target}))
+    recs = [Rec(b"value-%d" % i, key=b"k", timestamp_delta=i, headers=[("h", b"1")]) for i in range(20)]
+    log.append_as_leader(make_batch(recs, codec=1, producer_id=7, producer_epoch=1, base_sequence=0))
+    log.append_as_leader(make_batch(recs, codec=0))
+    data = log.read(0, 1 << 20).records
+    assert data is not None
+    raw = data.read_bytes()
+    codecs = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    headers = [BatchHeader.parse(raw), BatchHeader.parse(raw, BatchHeader.parse(raw).size_in_bytes)]
+    assert [h.codec for h in headers] == [codecs[target]] * 2
+    assert (headers[0].producer_id, headers[0].base_sequence) == (7, 0)
+    assert offsets_in(raw) == list(range(40))
+    assert [r[3] for b in decode_batches(raw) for r in b[2]] == [r.value for r in recs] * 2
