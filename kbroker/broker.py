@@ -32,6 +32,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kbroker.config import BrokerConfig, Listener, broker_config
+from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
+from kbroker.coordinator.offsets_topic import OffsetsTopic
+from kbroker.coordinator.producer_id_manager import ProducerIdManager
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.storage.log_config import LogConfig
@@ -98,6 +101,10 @@ class BrokerState:
         )
         self.topics = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
         self.append_notifier = AppendNotifier()
+        self.offsets_topic = OffsetsTopic(self)
+        self.group_coordinator = GroupCoordinator(
+            CoordinatorConfig.from_broker_config(config), time, self.offsets_topic)
+        self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
         self.shutting_down = False
         # listener name -> (advertised host, port); filled in when the server binds
         self.endpoints: dict[str, tuple[str, int]] = {}
@@ -108,6 +115,7 @@ class BrokerState:
         self.topics.load()
         self.log_manager.startup()
         self._reconcile_logs()
+        self.group_coordinator.startup()
 
     def _reconcile_logs(self) -> None:
         """Adopt partitions found on disk but missing from the registry; create missing logs."""
@@ -168,6 +176,7 @@ class BrokerState:
         self.log_manager.checkpoint()
 
     def shutdown_logs(self) -> None:
+        self.group_coordinator.shutdown()
         self.log_manager.shutdown()
 
 
@@ -294,6 +303,8 @@ class Broker:
             ),
             asyncio.ensure_future(_every(1.0, state.log_manager.flush_dirty_logs)),
             asyncio.ensure_future(_every(60.0, state.log_manager.checkpoint)),
+            asyncio.ensure_future(_every(self.config.offsets_retention_check_interval_ms / 1000,
+                                         state.group_coordinator.expire_offsets)),
         ]
 
     async def _shutdown(self, state: BrokerState, server: Any) -> None:

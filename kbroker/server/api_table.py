@@ -26,11 +26,23 @@ from typing import Any
 
 from kbroker.protocol.api_key import ApiKey
 from kbroker.server.apis import api_versions as api_versions
+from kbroker.server.apis import delete_groups as delete_groups
+from kbroker.server.apis import describe_groups as describe_groups
 from kbroker.server.apis import fetch as fetch
+from kbroker.server.apis import find_coordinator as find_coordinator
+from kbroker.server.apis import heartbeat as heartbeat
+from kbroker.server.apis import init_producer_id as init_producer_id
+from kbroker.server.apis import join_group as join_group
+from kbroker.server.apis import leave_group as leave_group
+from kbroker.server.apis import list_groups as list_groups
 from kbroker.server.apis import list_offsets as list_offsets
 from kbroker.server.apis import metadata as metadata
+from kbroker.server.apis import offset_commit as offset_commit
+from kbroker.server.apis import offset_delete as offset_delete
+from kbroker.server.apis import offset_fetch as offset_fetch
 from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epoch
 from kbroker.server.apis import produce as produce
+from kbroker.server.apis import sync_group as sync_group
 from kbroker.server.request_context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
@@ -59,5 +71,17 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.METADATA, 0, 12, metadata),
         _spec(ApiKey.API_VERSIONS, 0, 4, api_versions),
         _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
+        _spec(ApiKey.OFFSET_COMMIT, 2, 9, offset_commit),
+        _spec(ApiKey.OFFSET_FETCH, 1, 9, offset_fetch),
+        _spec(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator),
+        _spec(ApiKey.JOIN_GROUP, 0, 9, join_group),
+        _spec(ApiKey.HEARTBEAT, 0, 4, heartbeat),
+        _spec(ApiKey.LEAVE_GROUP, 0, 5, leave_group),
+        _spec(ApiKey.SYNC_GROUP, 0, 5, sync_group),
+        _spec(ApiKey.DESCRIBE_GROUPS, 0, 5, describe_groups),
+        _spec(ApiKey.LIST_GROUPS, 0, 5, list_groups),
+        _spec(ApiKey.DELETE_GROUPS, 0, 2, delete_groups),
+        _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
+        _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
     )
 }

@@ -1,0 +1,192 @@
+"""GroupMetadataManager: the groups in memory and their copy in __consumer_offsets.
+
+Every change that must survive a restart is appended to the group's
+__consumer_offsets partition *before* memory changes (commit offsets, the
+assignment of a new generation, a group becoming Empty, deletions as tombstones).
+`load()` replays the topic at start-up, later records winning, exactly as a
+compacted topic is read. Offsets of Empty groups expire `offsets.retention.minutes`
+after the group became Empty (KIP-211); an offset with an explicit expire
+timestamp (OffsetCommit v2-4 retention_time_ms) expires then.
+
+Lock: the broker's event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from kbroker.coordinator import group_records as gr
+from kbroker.coordinator.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
+
+log = logging.getLogger(__name__)
+
+
+class GroupStore(Protocol):
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None: ...
+
+    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]: ...
+
+
+class MemoryGroupStore:
+    """A GroupStore in a list (unit tests)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, bytes, bytes | None]] = []
+        self.fail = False
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if self.fail:
+            raise OSError("store failure (test)")
+        self.records.extend((group_id, k, v) for k, v in records)
+
+    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
+        for _, k, v in self.records:
+            yield k, v
+
+
+def _offset_key(group_id: str, tp: tuple[str, int]) -> bytes:
+    return gr.encode_offset_key(gr.OffsetCommitKey(group_id, tp[0], tp[1]))
+
+
+class GroupMetadataManager:
+    def __init__(self, store: GroupStore, retention_ms: int) -> None:
+        self.store = store
+        self.retention_ms = retention_ms
+        self.groups: dict[str, GroupMetadata] = {}
+
+    # -- writes
+    def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        records: list[tuple[bytes, bytes | None]] = []
+        for tp, om in offsets.items():
+            value = gr.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata,
+                                         om.commit_timestamp, om.expire_timestamp)
+            records.append((_offset_key(group.group_id, tp), gr.encode_offset_value(value)))
+        self.store.append(group.group_id, records)
+        group.offsets.update(offsets)
+
+    def store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> None:
+        """Persist the group's generation, protocol, leader and members (with `assignments`)."""
+        members = []
+        for m in group.members.values():
+            assignment = m.assignment if assignments is None else assignments.get(m.member_id, b"")
+            try:
+                subscription = m.metadata(group.protocol_name) if group.protocol_name else b""
+            except KeyError:
+                subscription = b""
+            members.append(gr.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                          m.rebalance_timeout_ms, m.session_timeout_ms, subscription,
+                                          assignment))
+        value = gr.GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
+                                      group.leader_id, group.state_timestamp, members)
+        key = gr.encode_group_key(gr.GroupMetadataKey(group.group_id))
+        self.store.append(group.group_id, [(key, gr.encode_group_value(value))])
+
+    def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        doomed = [tp for tp in tps if tp in group.offsets]
+        if doomed:
+            self.store.append(group.group_id, [(_offset_key(group.group_id, tp), None) for tp in doomed])
+            for tp in doomed:
+                del group.offsets[tp]
+        return doomed
+
+    def delete_group(self, group: GroupMetadata, now_ms: int) -> None:
+        records: list[tuple[bytes, bytes | None]] = [
+            (_offset_key(group.group_id, tp), None) for tp in group.offsets]
+        records.append((gr.encode_group_key(gr.GroupMetadataKey(group.group_id)), None))
+        self.store.append(group.group_id, records)
+        group.offsets.clear()
+        group.transition(GroupState.DEAD, now_ms)
+        self.groups.pop(group.group_id, None)
+
+    # -- expiry
+    def expire_offsets(self, now_ms: int) -> int:
+        """Drop expired offsets; remove Empty groups left with none. Returns offsets removed."""
+        removed = 0
+        for group in list(self.groups.values()):
+            doomed = [tp for tp, om in group.offsets.items() if self._expired(group, om, now_ms)]
+            if doomed:
+                try:
+                    removed += len(self.delete_offsets(group, doomed))
+                except Exception:
+                    log.exception("expiring offsets of group %s failed", group.group_id)
+                    continue
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+                try:
+                    self.delete_group(group, now_ms)
+                except Exception:
+                    log.exception("removing empty group %s failed", group.group_id)
+        return removed
+
+    def _expired(self, group: GroupMetadata, om: OffsetAndMetadata, now_ms: int) -> bool:
+        if om.expire_timestamp >= 0:
+            return om.expire_timestamp <= now_ms
+        if not group.is_(GroupState.EMPTY):
+            return False
+        reference = max(om.commit_timestamp, group.state_timestamp)
+        return reference + self.retention_ms <= now_ms
+
+    # -- load
+    def load(self, now_ms: int) -> list[GroupMetadata]:
+        """Replay the store into memory; returns the groups that have members."""
+        offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
+        values: dict[str, gr.GroupMetadataValue | None] = {}
+        count = 0
+        for key_bytes, value_bytes in self.store.read_all():
+            count += 1
+            try:
+                key = gr.decode_key(key_bytes)
+                if isinstance(key, gr.OffsetCommitKey):
+                    tp = (key.topic, key.partition)
+                    if value_bytes is None:
+                        offsets.setdefault(key.group, {})[tp] = None
+                    else:
+                        v = gr.decode_offset_value(value_bytes)
+                        offsets.setdefault(key.group, {})[tp] = OffsetAndMetadata(
+                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                else:
+                    values[key.group] = None if value_bytes is None else gr.decode_group_value(value_bytes)
+            except (ValueError, IndexError) as e:
+                log.warning("skipping an unreadable %s record: %s", "__consumer_offsets", e)
+        with_members = []
+        for group_id in set(offsets) | set(values):
+            group_offsets = {tp: om for tp, om in offsets.get(group_id, {}).items() if om is not None}
+            value = values.get(group_id)
+            if value is None and not group_offsets:
+                continue
+            group = GroupMetadata(group_id, now_ms)
+            group.offsets = group_offsets
+            if value is not None:
+                _restore(group, value, now_ms)
+            self.groups[group_id] = group
+            if group.members:
+                with_members.append(group)
+        log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
+        return with_members
+
+
+def _restore(group: GroupMetadata, value: gr.GroupMetadataValue, now_ms: int) -> None:
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    if value.current_state_timestamp >= 0:
+        group.state_timestamp = value.current_state_timestamp
+    for mv in value.members:
+        member = MemberMetadata(
+            mv.member_id, mv.group_instance_id, mv.client_id, mv.client_host,
+            mv.rebalance_timeout if mv.rebalance_timeout >= 0 else mv.session_timeout,
+            mv.session_timeout, value.protocol_type, [(value.protocol or "", mv.subscription)])
+        member.assignment = mv.assignment
+        group.add(member)
+    if group.members:
+        group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
+        group.state = GroupState.STABLE
+    else:
+        group.leader_id = None
+        group.state = GroupState.EMPTY

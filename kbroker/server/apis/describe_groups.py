@@ -1,0 +1,56 @@
+"""DescribeGroups (key 15), v0-5: state, protocol and members of each group.
+
+As Kafka: member metadata and assignments, and the protocol name, only in
+Stable; an unknown group is described as Dead with no error.
+"""
+
+from __future__ import annotations
+
+from kbroker.coordinator.group_metadata import GroupState
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kbroker.server.apis.group_support import coordinator
+from kbroker.server.request_context import RequestContext
+
+Group = DescribeGroupsResponse.DescribedGroup
+Member = DescribeGroupsResponse.DescribedGroupMember
+UNSET_OPERATIONS = -(2**31)
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 11))  # READ, DELETE, DESCRIBE
+
+
+def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    want_ops = ctx.api_version >= 3 and request.include_authorized_operations
+    ops = GROUP_OPERATIONS if want_ops else UNSET_OPERATIONS
+    coord = coordinator(ctx)
+    out = []
+    for group_id in request.groups:
+        err, group = coord.describe_group(group_id)
+        if err != ErrorCode.NONE or group is None:
+            out.append(Group(error_code=err, group_id=group_id, group_state=GroupState.DEAD.value,
+                             protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+            continue
+        stable = group.is_(GroupState.STABLE)
+        members = [
+            Member(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                   client_host=m.client_host,
+                   member_metadata=_metadata(m, group.protocol_name) if stable else b"",
+                   member_assignment=m.assignment if stable else b"")
+            for m in group.members.values()]
+        out.append(Group(error_code=ErrorCode.NONE, group_id=group_id, group_state=group.state.value,
+                         protocol_type=group.protocol_type or "",
+                         protocol_data=(group.protocol_name or "") if stable else "",
+                         members=members, authorized_operations=ops))
+    return DescribeGroupsResponse(groups=out)
+
+
+def _metadata(member: object, protocol: str | None) -> bytes:
+    try:
+        return member.metadata(protocol or "")  # type: ignore[attr-defined, no-any-return]
+    except KeyError:
+        return b""
+
+
+def error_response(request: DescribeGroupsRequest, version: int, code: int) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(groups=[
+        Group(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="", members=[])
+        for g in request.groups])

@@ -1,0 +1,41 @@
+"""InitProducerId (key 22), v0-5, for idempotent producers (no transactional id).
+
+A new producer gets a fresh producer id with epoch 0. KIP-360 (v3+): a producer
+that sends its current producer id and epoch gets the same id with the epoch
+bumped (a fresh id once the epoch would overflow), which resets its sequences on
+every partition. A transactional id answers COORDINATOR_NOT_AVAILABLE until
+transactions exist.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.coordinator.producer_id_manager import MAX_EPOCH
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kbroker.server.request_context import RequestContext
+
+log = logging.getLogger(__name__)
+
+
+def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    ids = ctx.broker.producer_id_manager  # type: ignore[attr-defined]
+    pid, epoch = request.producer_id, request.producer_epoch
+    if ctx.api_version >= 3 and pid >= 0:
+        if not ids.issued(pid) or epoch < 0:
+            return error_response(request, ctx.api_version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if epoch + 1 < MAX_EPOCH:
+            return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch + 1)
+    try:
+        new_pid = ids.generate()
+    except OSError:
+        log.exception("persisting the producer id block failed")
+        return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new_pid, producer_epoch=0)
+
+
+def error_response(request: InitProducerIdRequest, version: int, code: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)

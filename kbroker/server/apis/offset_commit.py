@@ -1,0 +1,59 @@
+"""OffsetCommit (key 8), v2-9: committed offsets go to __consumer_offsets, then memory.
+
+Group members commit with their generation (v9: generation_id_or_member_epoch, the
+generation for classic groups); generation -1 with an empty member id is a
+"simple" commit, allowed while the group has no members. v2-4 retention_time_ms
+gives the offset an explicit expire timestamp; v6+ keeps committed_leader_epoch;
+the metadata string is stored as sent (OFFSET_METADATA_TOO_LARGE above
+offset.metadata.max.bytes).
+"""
+
+from __future__ import annotations
+
+from kbroker.coordinator.group_metadata import OffsetAndMetadata
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from kbroker.server.apis.group_support import coordinator
+from kbroker.server.request_context import RequestContext
+
+Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+
+
+def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    version = ctx.api_version
+    broker = ctx.broker
+    now = broker.time.milliseconds()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    expire = now + retention if retention >= 0 else -1
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in request.topics:
+        info = broker.topics.get(t.name)
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "",
+                                            now, expire)
+    if offsets:
+        instance_id = request.group_instance_id if version >= 7 else None
+        errors.update(coordinator(ctx).commit_offsets(
+            request.group_id, request.member_id, instance_id,
+            request.generation_id_or_member_epoch, offsets))
+    return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+def _response(request: OffsetCommitRequest, error_of: object) -> OffsetCommitResponse:
+    assert callable(error_of)
+    return OffsetCommitResponse(topics=[
+        Topic(name=t.name, partitions=[
+            Partition(partition_index=p.partition_index, error_code=error_of((t.name, p.partition_index)))
+            for p in t.partitions])
+        for t in request.topics])
+
+
+def error_response(request: OffsetCommitRequest, version: int, code: int) -> OffsetCommitResponse:
+    return _response(request, lambda tp: code)

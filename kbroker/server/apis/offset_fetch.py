@@ -1,0 +1,71 @@
+"""OffsetFetch (key 9), v1-9: committed offsets of a group (v8+: of several groups).
+
+A partition without a committed offset answers offset -1, empty metadata and
+leader epoch -1. A null topic list (v2+) means every offset the group has.
+require_stable (v7+) needs no wait: without transactions no offset is pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kbroker.coordinator.group_metadata import OffsetAndMetadata
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from kbroker.server.apis.group_support import coordinator
+from kbroker.server.request_context import RequestContext
+
+R = OffsetFetchResponse
+Offsets = dict[tuple[str, int], OffsetAndMetadata | None]
+
+
+def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    coord = coordinator(ctx)
+    if ctx.api_version >= 8:
+        groups = []
+        for g in request.groups:
+            wanted = None if g.topics is None else _wanted((t.name, t.partition_indexes) for t in g.topics)
+            err, offsets = coord.fetch_offsets(g.group_id, wanted)
+            groups.append(R.OffsetFetchResponseGroup(
+                group_id=g.group_id, error_code=err,
+                topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
+                    R.OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NONE,
+                                                    **_fields(om)) for p, om in parts])
+                    for name, parts in _by_topic(offsets)]))
+        return OffsetFetchResponse(groups=groups)
+    topics = request.topics
+    wanted = None if topics is None else _wanted((t.name, t.partition_indexes) for t in topics)
+    err, offsets = coord.fetch_offsets(request.group_id, wanted)
+    if err != ErrorCode.NONE and ctx.api_version < 2:
+        offsets = dict.fromkeys(wanted or (), None)
+    return OffsetFetchResponse(error_code=err, topics=[
+        R.OffsetFetchResponseTopic(name=name, partitions=[
+            R.OffsetFetchResponsePartition(partition_index=p, error_code=err if ctx.api_version < 2 else 0,
+                                           **_fields(om)) for p, om in parts])
+        for name, parts in _by_topic(offsets)])
+
+
+def _wanted(topics: Iterable[tuple[str, list[int]]]) -> list[tuple[str, int]]:
+    return [(name, p) for name, parts in topics for p in parts]
+
+
+def _by_topic(offsets: Offsets) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
+    out: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+    for (topic, p), om in offsets.items():
+        out.setdefault(topic, []).append((p, om))
+    return [(t, sorted(parts, key=lambda x: x[0])) for t, parts in out.items()]
+
+
+def _fields(om: OffsetAndMetadata | None) -> dict[str, Any]:
+    if om is None:
+        return {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""}
+    return {"committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch,
+            "metadata": om.metadata}
+
+
+def error_response(request: OffsetFetchRequest, version: int, code: int) -> OffsetFetchResponse:
+    if version >= 8:
+        return OffsetFetchResponse(groups=[R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code)
+                                           for g in request.groups])
+    return OffsetFetchResponse(error_code=code)
