@@ -183,9 +183,47 @@ uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length)
     return ~sw_update(~crc, data, length);
 }
 
+/* ---- the instructions under paths 2 and 4, one set per architecture ---- */
+
+#if KB_X86_HW
+#define KB_HW_TARGET __attribute__((target("sse4.2,pclmul")))
+#define KB_SSE42 KB_HW_TARGET
+
+/* The 8-byte step keeps its register in 64 bits: no zero-extension in the chain. */
+KB_HW_TARGET static inline uint64_t hw_crc64(uint64_t r, uint64_t v) { return _mm_crc32_u64(r, v); }
+KB_HW_TARGET static inline uint32_t hw_crc32(uint32_t r, uint32_t v) { return _mm_crc32_u32(r, v); }
+KB_HW_TARGET static inline uint32_t hw_crc16(uint32_t r, uint16_t v) { return _mm_crc32_u16(r, v); }
+KB_HW_TARGET static inline uint32_t hw_crc8(uint32_t r, uint8_t v) { return _mm_crc32_u8(r, v); }
+
+/* r * x^(8L): carry-less multiply by shift_by[L / 8], then reduce. */
+KB_HW_TARGET static uint32_t hw_shift(uint32_t r, uint32_t constant)
+{
+    __m128i product = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)r),
+                                           _mm_cvtsi32_si128((int)constant), 0x00);
+    return (uint32_t)hw_crc64(0, (uint64_t)_mm_cvtsi128_si64(product));
+}
+#elif KB_ARM_HW
+#define KB_HW_TARGET __attribute__((target("+crc+crypto")))
+
+KB_HW_TARGET static inline uint64_t hw_crc64(uint64_t r, uint64_t v)
+{
+    return __crc32cd((uint32_t)r, v);
+}
+KB_HW_TARGET static inline uint32_t hw_crc32(uint32_t r, uint32_t v) { return __crc32cw(r, v); }
+KB_HW_TARGET static inline uint32_t hw_crc16(uint32_t r, uint16_t v) { return __crc32ch(r, v); }
+KB_HW_TARGET static inline uint32_t hw_crc8(uint32_t r, uint8_t v) { return __crc32cb(r, v); }
+
+/* r * x^(8L): carry-less multiply by shift_by[L / 8], then reduce. */
+KB_HW_TARGET static uint32_t hw_shift(uint32_t r, uint32_t constant)
+{
+    poly128_t product = vmull_p64((poly64_t)r, (poly64_t)constant);
+    return (uint32_t)hw_crc64(0, vgetq_lane_u64(vreinterpretq_u64_p128(product), 0));
+}
+#endif
+
 #if KB_X86_HW || KB_ARM_HW
 
-/* ---- three crc32 streams: shared by the x86-64 and ARMv8 paths ---- */
+/* ---- 2. three crc32 streams (x86-64 SSE4.2 and ARMv8 alike) ---- */
 
 #define STREAM_MAX 4096 /* bytes per stream in one block */
 #define STREAM_MIN 64   /* below 3 * STREAM_MIN bytes, one stream */
@@ -201,20 +239,68 @@ static void shift_build_table(void)
         shift_by[i] = gf_mul(shift_by[i - 1], x64);
 }
 
-/* Streams r0, r1, r2 (len bytes apart) each take the 8 bytes at p; crc64 is
- * the instruction (crc32 on x86-64, crc32cx on ARMv8). */
-#define STREAMS_STEP(crc64, p, len)                                               \
+/* Streams r0, r1, r2 (len bytes apart) each take the 8 bytes at p. */
+#define STREAMS_STEP(p, len)                                                      \
     do {                                                                          \
-        r0 = crc64(r0, kb_load_le64(p));                                          \
-        r1 = crc64(r1, kb_load_le64((p) + (len)));                                \
-        r2 = crc64(r2, kb_load_le64((p) + 2 * (len)));                            \
+        r0 = hw_crc64(r0, kb_load_le64(p));                                       \
+        r1 = hw_crc64(r1, kb_load_le64((p) + (len)));                             \
+        r2 = hw_crc64(r2, kb_load_le64((p) + 2 * (len)));                         \
     } while (0)
+
+KB_HW_TARGET static uint32_t hw_one_stream(uint32_t r, const unsigned char *p, size_t n)
+{
+    uint64_t r64 = r;
+    for (; n >= 8; p += 8, n -= 8)
+        r64 = hw_crc64(r64, kb_load_le64(p));
+    r = (uint32_t)r64;
+    if (n & 4) {
+        r = hw_crc32(r, kb_load_le32(p));
+        p += 4;
+    }
+    if (n & 2) {
+        r = hw_crc16(r, kb_load_le16(p));
+        p += 2;
+    }
+    if (n & 1)
+        r = hw_crc8(r, *p);
+    return r;
+}
+
+/* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
+KB_HW_TARGET static uint32_t hw_three_streams(uint32_t r, const unsigned char *p, size_t len)
+{
+    KB_ASSERT(len % 8 == 0 && len <= STREAM_MAX);
+    uint64_t r0 = r, r1 = 0, r2 = 0;
+    const unsigned char *end = p + len;
+    for (; p < end; p += 8)
+        STREAMS_STEP(p, len);
+    return hw_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
+           hw_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
+}
+
+/* Aligned three-stream blocks while they pay, then one stream. */
+KB_HW_TARGET static uint32_t hw_update(uint32_t r, const unsigned char *p, size_t n)
+{
+    size_t head = head_length(p, n, 8);
+    r = hw_one_stream(r, p, head);
+    p += head;
+    n -= head;
+    while (n >= 3 * STREAM_MIN) {
+        size_t len = n / 24 * 8;
+        if (len > STREAM_MAX)
+            len = STREAM_MAX;
+        r = hw_three_streams(r, p, len);
+        p += 3 * len;
+        n -= 3 * len;
+    }
+    return hw_one_stream(r, p, n);
+}
 
 #endif
 
 #if KB_X86_HW
 
-/* ---- constants of the hardware paths, built once when the CPU has them ---- */
+/* ---- 2b. SSE4.2 helped by PCLMULQDQ folding; its constants ---- */
 
 /* Per 128-bit lane {x^(D+31), x^(D-33)} mod P: carries a lane D bits on. */
 static uint64_t fold_by_256_bytes[8]; /* D = 2048 in every lane */
@@ -241,50 +327,9 @@ static void fold_build_tables(void)
         fold_constant(&fold_lanes[2 * lane], 128u * (3u - (unsigned)lane));
 }
 
-/* ---- 2. SSE4.2: three crc32 streams, joined and helped by PCLMULQDQ ---- */
-
-#define KB_SSE42 __attribute__((target("sse4.2,pclmul")))
 #define HYBRID_MAX 128 /* iterations in one hybrid block */
 #define HYBRID_MIN 4   /* fewer iterations than this: plain three streams */
 _Static_assert(3 * 24 * HYBRID_MAX <= 3 * STREAM_MAX, "hybrid shifts beyond shift_by");
-
-KB_SSE42 static uint32_t sse42_shift(uint32_t r, uint32_t constant)
-{
-    __m128i product = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)r),
-                                           _mm_cvtsi32_si128((int)constant), 0x00);
-    return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(product));
-}
-
-KB_SSE42 static uint32_t sse42_one_stream(uint32_t r, const unsigned char *p, size_t n)
-{
-    uint64_t r64 = r;
-    for (; n >= 8; p += 8, n -= 8)
-        r64 = _mm_crc32_u64(r64, kb_load_le64(p));
-    r = (uint32_t)r64;
-    if (n & 4) {
-        r = _mm_crc32_u32(r, kb_load_le32(p));
-        p += 4;
-    }
-    if (n & 2) {
-        r = _mm_crc32_u16(r, kb_load_le16(p));
-        p += 2;
-    }
-    if (n & 1)
-        r = _mm_crc32_u8(r, *p);
-    return r;
-}
-
-/* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
-KB_SSE42 static uint32_t sse42_three_streams(uint32_t r, const unsigned char *p, size_t len)
-{
-    KB_ASSERT(len % 8 == 0 && len <= STREAM_MAX);
-    uint64_t r0 = r, r1 = 0, r2 = 0;
-    const unsigned char *end = p + len;
-    for (; p < end; p += 8)
-        STREAMS_STEP(_mm_crc32_u64, p, len);
-    return sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
-           sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
-}
 
 /* acc * x^D + data for one 128-bit lane, D fixed by the constants. */
 KB_SSE42 static inline __m128i sse42_fold(__m128i acc, const uint64_t *constants, __m128i data)
@@ -301,8 +346,8 @@ KB_SSE42 static uint32_t sse42_reduce(__m128i x0, __m128i x1, __m128i x2, __m128
     __m128i lane = sse42_fold(x2, &fold_lanes[4], x3);
     lane = sse42_fold(x1, &fold_lanes[2], lane);
     lane = sse42_fold(x0, &fold_lanes[0], lane);
-    uint64_t r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
-    return (uint32_t)_mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(lane, 1));
+    uint64_t r = hw_crc64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    return (uint32_t)hw_crc64(r, (uint64_t)_mm_extract_epi64(lane, 1));
 }
 
 KB_SSE42 static inline __m128i sse42_load(const unsigned char *p)
@@ -326,27 +371,24 @@ KB_SSE42 static uint32_t sse42_hybrid_block(uint32_t r, const unsigned char *p, 
     for (size_t i = 1; i < k; i++, s += 24) {
         p += 64;
         x0 = sse42_fold(x0, fold_by_64_bytes, sse42_load(p));
-        STREAMS_STEP(_mm_crc32_u64, s, len);
+        STREAMS_STEP(s, len);
         x1 = sse42_fold(x1, fold_by_64_bytes, sse42_load(p + 16));
-        STREAMS_STEP(_mm_crc32_u64, s + 8, len);
+        STREAMS_STEP(s + 8, len);
         x2 = sse42_fold(x2, fold_by_64_bytes, sse42_load(p + 32));
-        STREAMS_STEP(_mm_crc32_u64, s + 16, len);
+        STREAMS_STEP(s + 16, len);
         x3 = sse42_fold(x3, fold_by_64_bytes, sse42_load(p + 48));
     }
-    STREAMS_STEP(_mm_crc32_u64, s, len);
-    STREAMS_STEP(_mm_crc32_u64, s + 8, len);
-    STREAMS_STEP(_mm_crc32_u64, s + 16, len);
-    return sse42_shift(sse42_reduce(x0, x1, x2, x3), shift_by[3 * len / 8]) ^
-           sse42_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
-           sse42_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
+    STREAMS_STEP(s, len);
+    STREAMS_STEP(s + 8, len);
+    STREAMS_STEP(s + 16, len);
+    return hw_shift(sse42_reduce(x0, x1, x2, x3), shift_by[3 * len / 8]) ^
+           hw_shift((uint32_t)r0, shift_by[2 * len / 8]) ^
+           hw_shift((uint32_t)r1, shift_by[len / 8]) ^ (uint32_t)r2;
 }
 
+/* Hybrid blocks while they pay, then path 2. */
 KB_SSE42 static uint32_t sse42_update(uint32_t r, const unsigned char *p, size_t n)
 {
-    size_t head = head_length(p, n, 8);
-    r = sse42_one_stream(r, p, head);
-    p += head;
-    n -= head;
     while (n >= 136 * HYBRID_MIN) {
         size_t k = n / 136;
         if (k > HYBRID_MAX)
@@ -355,15 +397,7 @@ KB_SSE42 static uint32_t sse42_update(uint32_t r, const unsigned char *p, size_t
         p += 136 * k;
         n -= 136 * k;
     }
-    while (n >= 3 * STREAM_MIN) {
-        size_t len = n / 24 * 8;
-        if (len > STREAM_MAX)
-            len = STREAM_MAX;
-        r = sse42_three_streams(r, p, len);
-        p += 3 * len;
-        n -= 3 * len;
-    }
-    return sse42_one_stream(r, p, n);
+    return hw_update(r, p, n);
 }
 
 KB_SSE42 uint32_t kb_crc32c_sse42(uint32_t crc, const void *data, size_t length)
@@ -399,8 +433,8 @@ KB_AVX512 static uint32_t avx512_reduce(__m512i acc)
                                  _mm512_extracti32x4_epi32(carried, 1));
     lane = _mm_xor_si128(lane, _mm512_extracti32x4_epi32(carried, 2));
     lane = _mm_xor_si128(lane, _mm512_extracti32x4_epi32(acc, 3));
-    uint64_t r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
-    return (uint32_t)_mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(lane, 1));
+    uint64_t r = hw_crc64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    return (uint32_t)hw_crc64(r, (uint64_t)_mm_extract_epi64(lane, 1));
 }
 
 /* Consumes n bytes, n >= 256 and a multiple of 64. */
@@ -432,7 +466,7 @@ KB_AVX512 static uint32_t avx512_update(uint32_t r, const unsigned char *p, size
 {
     if (n >= FOLD_MIN) {
         size_t head = head_length(p, n, 64);
-        r = sse42_one_stream(r, p, head);
+        r = hw_one_stream(r, p, head);
         p += head;
         n -= head;
         size_t body = n & ~(size_t)63;
@@ -486,64 +520,11 @@ uint32_t kb_crc32c_avx512(uint32_t crc, const void *data, size_t length)
 
 #if KB_ARM_HW
 
-/* ---- 4. ARMv8 (aarch64 Linux): crc32cx, three streams joined with PMULL ---- */
-
-#define KB_ARMV8 __attribute__((target("+crc+crypto")))
-
-KB_ARMV8 static uint32_t armv8_shift(uint32_t r, uint32_t constant)
-{
-    poly128_t product = vmull_p64((poly64_t)r, (poly64_t)constant);
-    return __crc32cd(0, vgetq_lane_u64(vreinterpretq_u64_p128(product), 0));
-}
-
-KB_ARMV8 static uint32_t armv8_one_stream(uint32_t r, const unsigned char *p, size_t n)
-{
-    for (; n >= 8; p += 8, n -= 8)
-        r = __crc32cd(r, kb_load_le64(p));
-    if (n & 4) {
-        r = __crc32cw(r, kb_load_le32(p));
-        p += 4;
-    }
-    if (n & 2) {
-        r = __crc32ch(r, kb_load_le16(p));
-        p += 2;
-    }
-    if (n & 1)
-        r = __crc32cb(r, *p);
-    return r;
-}
-
-/* One block of 3 * len bytes; len is a multiple of 8, at most STREAM_MAX. */
-KB_ARMV8 static uint32_t armv8_three_streams(uint32_t r, const unsigned char *p, size_t len)
-{
-    KB_ASSERT(len % 8 == 0 && len <= STREAM_MAX);
-    uint32_t r0 = r, r1 = 0, r2 = 0;
-    const unsigned char *end = p + len;
-    for (; p < end; p += 8)
-        STREAMS_STEP(__crc32cd, p, len);
-    return armv8_shift(r0, shift_by[2 * len / 8]) ^ armv8_shift(r1, shift_by[len / 8]) ^ r2;
-}
-
-KB_ARMV8 static uint32_t armv8_update(uint32_t r, const unsigned char *p, size_t n)
-{
-    size_t head = head_length(p, n, 8);
-    r = armv8_one_stream(r, p, head);
-    p += head;
-    n -= head;
-    while (n >= 3 * STREAM_MIN) {
-        size_t len = n / 24 * 8;
-        if (len > STREAM_MAX)
-            len = STREAM_MAX;
-        r = armv8_three_streams(r, p, len);
-        p += 3 * len;
-        n -= 3 * len;
-    }
-    return armv8_one_stream(r, p, n);
-}
+/* ---- 4. ARMv8 (aarch64 Linux): path 2 with crc32cx and PMULL ---- */
 
 static uint32_t kb_crc32c_armv8(uint32_t crc, const void *data, size_t length)
 {
-    return ~armv8_update(~crc, data, length);
+    return ~hw_update(~crc, data, length);
 }
 
 static int armv8_available;
