@@ -1,0 +1,20 @@
+"""Typed face of kbroker/_core/batch_encode.pyx (Arrow columns to record batches)."""
+
+from typing import Any
+
+def murmur2(data: bytes | bytearray | memoryview) -> int: ...
+def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int: ...
+
+class BinaryColumn:
+    def __init__(self, valid: Any, offsets: Any, data: Any, start: int) -> None: ...
+
+class Int32Column:
+    def __init__(self, valid: Any, values: Any, start: int) -> None: ...
+
+class HeadersColumn:
+    def __init__(self, lists: Int32Column, keys: BinaryColumn, values: BinaryColumn) -> None: ...
+
+def encode_batches(num_rows: int, keys: BinaryColumn | None, values: BinaryColumn,
+                   partitions: Int32Column | None, headers: HeadersColumn | None,
+                   num_partitions: int, null_key_partition: int, timestamp: int,
+                   max_batch_bytes: int) -> list[tuple[int, bytes]]: ...

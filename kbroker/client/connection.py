@@ -1,0 +1,173 @@
+"""One blocking TCP connection to one Kafka broker, framed as the protocol says.
+
+Frames (both directions):
+
+    size int32 (bytes that follow) | header | body
+
+A request header is RequestHeader v1 or v2 (flexible versions), a response header
+ResponseHeader v0 or v1 (ApiVersions responses always use v0); the versions come
+from kbroker.protocol.api_key. Bodies are the generated codecs of
+kbroker.protocol.messages.
+
+On connect the connection sends ApiVersions (v3, falling back to v0 when the broker
+answers UNSUPPORTED_VERSION, as KIP-511 prescribes) and keeps the broker's ranges;
+`version_for()` picks the highest version both sides speak. Requests may be
+pipelined: `send()` several, then `receive()` their responses in order.
+
+A response body is read into one bytearray; `records` fields of the decoded
+response are memoryviews into it, so fetched record batches are never copied.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
+from kbroker.protocol.codec import Reader, Writer
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages import RESPONSES
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kbroker.protocol.messages.request_header import RequestHeader
+from kbroker.protocol.messages.response_header import ResponseHeader
+
+__all__ = ["BrokerConnection", "KafkaClientError", "UnsupportedVersionError"]
+
+_SIZE = struct.Struct(">i")
+MAX_FRAME_BYTES = 1 << 30
+
+
+class KafkaClientError(Exception):
+    """A broker answered with an error, or the connection failed."""
+
+    def __init__(self, message: str, error_code: int = ErrorCode.UNKNOWN_SERVER_ERROR) -> None:
+        super().__init__(message)
+        self.error_code = int(error_code)
+
+
+class UnsupportedVersionError(KafkaClientError):
+    """No version of an API is spoken by both the client and the broker."""
+
+
+class BrokerConnection:
+    """A blocking connection with ApiVersions negotiation; one user at a time."""
+
+    def __init__(self, host: str, port: int, client_id: str = "kbroker-client",
+                 timeout_s: float = 30.0) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._next_correlation_id = 0
+        self._pending: list[tuple[int, int, int]] = []  # (correlation id, api key, version)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as e:
+            raise KafkaClientError(f"cannot connect to {host}:{port}: {e}",
+                                   ErrorCode.NETWORK_EXCEPTION) from e
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _negotiate(self) -> None:
+        response = self.request(ApiVersionsRequest(client_software_name="kbroker",
+                                                   client_software_version="0.1.0"), 3)
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            response = self.request(ApiVersionsRequest(), 0)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaClientError(f"ApiVersions failed: {ErrorCode(response.error_code).name}",
+                                   response.error_code)
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def version_for(self, api_key: int, lowest: int, highest: int) -> int:
+        """The highest version in [lowest, highest] that the broker also speaks."""
+        broker = self.api_versions.get(api_key)
+        if broker is not None:
+            version = min(highest, broker[1])
+            if version >= max(lowest, broker[0]):
+                return version
+        raise UnsupportedVersionError(
+            f"{ApiKey(api_key).name}: client speaks {lowest}-{highest}, broker {broker}",
+            ErrorCode.UNSUPPORTED_VERSION)
+
+    def send(self, request: Any, version: int, expect_response: bool = True) -> None:
+        """Send one request; its response is read by a later receive() (in order).
+        expect_response=False for the one request that has none (Produce with acks=0)."""
+        api_key = request.API_KEY
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        w = Writer()
+        w.raw(b"\0\0\0\0")  # the size, patched below
+        RequestHeader(request_api_key=api_key, request_api_version=version,
+                      correlation_id=correlation_id, client_id=self.client_id,
+                      ).encode(w, request_header_version(api_key, version))
+        request.encode(w, version)
+        frame = bytearray(w.to_bytes())
+        _SIZE.pack_into(frame, 0, len(frame) - 4)
+        try:
+            self._sock.sendall(frame)
+        except OSError as e:
+            raise KafkaClientError(f"send to {self.host}:{self.port} failed: {e}",
+                                   ErrorCode.NETWORK_EXCEPTION) from e
+        if expect_response:
+            self._pending.append((correlation_id, api_key, version))
+
+    def receive(self) -> Any:
+        """The response to the oldest request sent and not yet received."""
+        correlation_id, api_key, version = self._pending.pop(0)
+        (size,) = _SIZE.unpack(self._read_exactly(4))
+        if not 0 < size <= MAX_FRAME_BYTES:
+            raise KafkaClientError(f"bad response size {size}", ErrorCode.CORRUPT_MESSAGE)
+        r = Reader(self._read_exactly(size))
+        header = ResponseHeader.decode(r, response_header_version(api_key, version))
+        if header.correlation_id != correlation_id:
+            raise KafkaClientError(
+                f"correlation id {header.correlation_id}, expected {correlation_id}",
+                ErrorCode.CORRUPT_MESSAGE)
+        if api_key == ApiKey.API_VERSIONS:
+            return _decode_api_versions(r, version)
+        return RESPONSES[api_key].decode(r, version)
+
+    def request(self, request: Any, version: int) -> Any:
+        self.send(request, version)
+        return self.receive()
+
+    def _read_exactly(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            try:
+                k = self._sock.recv_into(view[got:])
+            except OSError as e:
+                raise KafkaClientError(f"receive from {self.host}:{self.port} failed: {e}",
+                                       ErrorCode.NETWORK_EXCEPTION) from e
+            if k == 0:
+                raise KafkaClientError(f"{self.host}:{self.port} closed the connection",
+                                       ErrorCode.NETWORK_EXCEPTION)
+            got += k
+        return buf
+
+
+def _decode_api_versions(r: Reader, version: int) -> ApiVersionsResponse:
+    """A broker that does not speak `version` answers in v0 (KIP-511)."""
+    start = r.pos
+    try:
+        return ApiVersionsResponse.decode(r, version)
+    except Exception:
+        r.pos = start
+        return ApiVersionsResponse.decode(r, 0)

@@ -1,0 +1,302 @@
+"""The options of Spark's Kafka source and sink, parsed and checked up front.
+
+Source options (as Spark's built-in `kafka` format spells them; case-insensitive):
+
+    kafka.bootstrap.servers          host:port[,host:port...]  (required)
+    subscribe | subscribePattern | assign   exactly one: "t1,t2" | a regex |
+                                     '{"t1":[0,1],"t2":[0]}'
+    startingOffsets                  earliest | latest | '{"t1":{"0":23,"1":-2}}'
+                                     (-2 earliest, -1 latest; default: earliest for
+                                     batch queries, latest for streaming)
+    endingOffsets                    latest | '{"t1":{"0":50,"1":-1}}'  (batch only)
+    startingTimestamp, endingTimestamp                 one timestamp (ms) for all partitions
+    startingOffsetsByTimestamp, endingOffsetsByTimestamp   '{"t1":{"0":1700000000000}}'
+    startingOffsetsByTimestampStrategy  error (default) | latest
+    maxOffsetsPerTrigger             streaming: records per micro-batch, spread over
+                                     partitions in proportion to their backlog
+    minPartitions                    split large offset ranges into more Spark tasks
+    failOnDataLoss                   true (default) | false
+    includeHeaders                   false (default) | true
+    kafka.*                          client settings: client.id, request.timeout.ms,
+                                     max.partition.fetch.bytes, fetch.max.bytes,
+                                     fetch.max.wait.ms, check.crcs, retry.backoff.ms,
+                                     isolation.level (read_uncommitted only)
+    maxRecordsPerArrowBatch          kbroker's own: rows per Arrow batch (default 65536)
+
+Sink options: kafka.bootstrap.servers, topic (overrides a `topic` column),
+kafka.acks (default all), kafka.batch.size (bytes per record batch, default
+1000000, below the broker's default message.max.bytes), kafka.linger.ms (ignored).
+
+Offsets JSON is Spark's: {"topic": {"partition": offset}}; partitions sorted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbroker.client import TopicPartition
+
+EARLIEST = -2
+LATEST = -1
+
+# kafka.* consumer/producer settings that mean "use a feature this client does not have"
+_UNSUPPORTED_KAFKA = {
+    "kafka.group.id": "consumer groups are not used (offsets live in the checkpoint)",
+    "kafka.auto.offset.reset": "use startingOffsets",
+    "kafka.key.deserializer": "keys are always binary; cast in the query",
+    "kafka.value.deserializer": "values are always binary; cast in the query",
+    "kafka.enable.auto.commit": "offsets live in the checkpoint",
+    "kafka.interceptor.classes": "not supported",
+    "kafka.key.serializer": "keys are written as binary; cast in the query",
+    "kafka.value.serializer": "values are written as binary; cast in the query",
+}
+
+
+class OptionError(ValueError):
+    """An option is missing, malformed or not supported."""
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where to start or end: earliest, latest, per-partition offsets or timestamps."""
+
+    kind: str  # "earliest" | "latest" | "offsets" | "timestamps" | "timestamp"
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    bootstrap_servers: str
+    client_id: str = "kbroker-spark"
+    request_timeout_ms: int = 30000
+    retry_backoff_ms: int = 100
+    max_partition_fetch_bytes: int = 8 << 20
+    fetch_max_bytes: int = 64 << 20
+    fetch_max_wait_ms: int = 500
+    check_crcs: bool = True
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    client: ClientOptions
+    strategy: str  # "subscribe" | "subscribePattern" | "assign"
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    assigned: tuple[TopicPartition, ...] = ()
+    starting: OffsetSpec = OffsetSpec("latest")
+    ending: OffsetSpec = OffsetSpec("latest")
+    by_timestamp_strategy: str = "error"
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    max_records_per_arrow_batch: int = 65536
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    client: ClientOptions
+    topic: str | None = None
+    acks: int = -1
+    batch_size: int = 1_000_000
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    value = options.get(name.lower())
+    if value is None:
+        value = options.get(name)
+    return None if value is None else str(value)
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    value = _get(options, name)
+    if value is None:
+        return default
+    if value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise OptionError(f"option {name} must be true or false, not {value!r}")
+
+
+def _int(options: Mapping[str, str], name: str, minimum: int) -> int | None:
+    value = _get(options, name)
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise OptionError(f"option {name} must be an integer, not {value!r}") from None
+    if n < minimum:
+        raise OptionError(f"option {name} must be >= {minimum}, not {n}")
+    return n
+
+
+def client_options(options: Mapping[str, str]) -> ClientOptions:
+    servers = _get(options, "kafka.bootstrap.servers")
+    if not servers:
+        raise OptionError("option kafka.bootstrap.servers is required")
+    for key, why in _UNSUPPORTED_KAFKA.items():
+        if _get(options, key) is not None:
+            raise OptionError(f"option {key} is not supported: {why}")
+    protocol = (_get(options, "kafka.security.protocol") or "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT":
+        raise OptionError(f"kafka.security.protocol={protocol}: only PLAINTEXT is supported")
+    isolation = (_get(options, "kafka.isolation.level") or "read_uncommitted").lower()
+    if isolation != "read_uncommitted":
+        raise OptionError("kafka.isolation.level: only read_uncommitted is supported")
+    kw: dict[str, Any] = {}
+    for key, attr in (("kafka.request.timeout.ms", "request_timeout_ms"),
+                      ("kafka.retry.backoff.ms", "retry_backoff_ms"),
+                      ("kafka.max.partition.fetch.bytes", "max_partition_fetch_bytes"),
+                      ("kafka.fetch.max.bytes", "fetch_max_bytes"),
+                      ("kafka.fetch.max.wait.ms", "fetch_max_wait_ms")):
+        n = _int(options, key, 0)
+        if n is not None:
+            kw[attr] = n
+    client_id = _get(options, "kafka.client.id")
+    if client_id:
+        kw["client_id"] = client_id
+    return ClientOptions(bootstrap_servers=servers,
+                         check_crcs=_bool(options, "kafka.check.crcs", True), **kw)
+
+
+def _json(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OptionError(f"option {name} is not valid JSON: {e}: {text!r}") from None
+
+
+def parse_partition_map(name: str, text: str) -> dict[TopicPartition, int]:
+    """'{"t":{"0":5,"1":-2}}' -> {TopicPartition("t", 0): 5, ...}."""
+    data = _json(name, text)
+    if not isinstance(data, dict):
+        raise OptionError(f"option {name} must be a JSON object of topics, not {text!r}")
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {name}: topic {topic!r} must map partitions to numbers")
+        for p, value in parts.items():
+            try:
+                out[TopicPartition(topic, int(p))] = int(value)
+            except (TypeError, ValueError):
+                raise OptionError(f"option {name}: bad entry {topic}/{p}: {value!r}") from None
+    return out
+
+
+def _assign(text: str) -> tuple[TopicPartition, ...]:
+    data = _json("assign", text)
+    if not isinstance(data, dict) or not data:
+        raise OptionError(f'option assign must look like {{"topicA":[0,1]}}, not {text!r}')
+    tps = []
+    for topic, parts in data.items():
+        if not isinstance(parts, list) or not all(isinstance(p, int) for p in parts):
+            raise OptionError(f"option assign: topic {topic!r} needs a list of partitions")
+        tps += [TopicPartition(topic, p) for p in parts]
+    return tuple(sorted(set(tps)))
+
+
+def _subscription(options: Mapping[str, str]) -> dict[str, Any]:
+    given: dict[str, str] = {}
+    for key in ("subscribe", "subscribePattern", "assign"):
+        value = _get(options, key)
+        if value is not None:
+            given[key] = value
+    if len(given) != 1:
+        raise OptionError("exactly one of the options subscribe, subscribePattern, assign "
+                          f"must be given (got {sorted(given) or 'none'})")
+    (strategy, value), = given.items()
+    if strategy == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise OptionError("option subscribe lists no topics")
+        return {"strategy": strategy, "topics": topics}
+    if strategy == "subscribePattern":
+        if not value.strip():
+            raise OptionError("option subscribePattern is empty")
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise OptionError(f"option subscribePattern is not a valid regex: {e}") from None
+        return {"strategy": strategy, "pattern": value}
+    return {"strategy": strategy, "assigned": _assign(value)}
+
+
+def _offset_spec(options: Mapping[str, str], which: str, default: str,
+                 streaming: bool) -> OffsetSpec:
+    """startingOffsets / endingOffsets and their by-timestamp variants (these win)."""
+    ts = _int(options, f"{which}Timestamp", 0)
+    if ts is not None:
+        return OffsetSpec("timestamp", timestamp=ts)
+    by_ts = _get(options, f"{which}OffsetsByTimestamp")
+    if by_ts is not None:
+        return OffsetSpec("timestamps", offsets=parse_partition_map(f"{which}OffsetsByTimestamp",
+                                                                    by_ts))
+    text = (_get(options, f"{which}Offsets") or default).strip()
+    if text.lower() in ("earliest", "latest"):
+        kind = text.lower()
+        if which == "ending" and kind == "earliest":
+            raise OptionError("endingOffsets=earliest is not allowed")
+        if which == "starting" and kind == "latest" and not streaming:
+            raise OptionError("startingOffsets=latest is not allowed for batch queries")
+        return OffsetSpec(kind)
+    offsets = parse_partition_map(f"{which}Offsets", text)
+    for tp, off in offsets.items():
+        if off < EARLIEST:
+            raise OptionError(f"{which}Offsets: bad offset {off} for {tp}")
+        if which == "ending" and off == EARLIEST:
+            raise OptionError(f"endingOffsets: earliest (-2) is not allowed ({tp})")
+        if which == "starting" and off == LATEST and not streaming:
+            raise OptionError(f"startingOffsets: latest (-1) is not allowed for batch ({tp})")
+    return OffsetSpec("offsets", offsets=offsets)
+
+
+def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
+    client = client_options(options)
+    sub = _subscription(options)
+    if streaming:
+        for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
+            if _get(options, name) is not None:
+                raise OptionError(f"option {name} is for batch queries only")
+    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError("startingOffsetsByTimestampStrategy must be error or latest")
+    return SourceOptions(
+        client=client,
+        starting=_offset_spec(options, "starting", "latest" if streaming else "earliest",
+                              streaming),
+        ending=OffsetSpec("latest") if streaming else
+        _offset_spec(options, "ending", "latest", streaming),
+        by_timestamp_strategy=strategy,
+        max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", 1),
+        min_partitions=_int(options, "minPartitions", 1),
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+        include_headers=_bool(options, "includeHeaders", False),
+        max_records_per_arrow_batch=_int(options, "maxRecordsPerArrowBatch", 1) or 65536,
+        **sub,
+    )
+
+
+def sink_options(options: Mapping[str, str]) -> SinkOptions:
+    acks_text = (_get(options, "kafka.acks") or "all").strip().lower()
+    acks = -1 if acks_text in ("all", "-1") else int(acks_text)
+    if acks not in (-1, 0, 1):
+        raise OptionError(f"kafka.acks must be all, -1, 0 or 1, not {acks_text!r}")
+    return SinkOptions(client=client_options(options), topic=_get(options, "topic"), acks=acks,
+                       batch_size=_int(options, "kafka.batch.size", 1024) or 1_000_000)
+
+
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's offset JSON shape: {"topic": {"partition": offset}}, sorted."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def offsets_from_json(data: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): int(o) for t, ps in data.items() for p, o in ps.items()}

@@ -1,0 +1,163 @@
+"""Read one offset range of one partition as Arrow RecordBatches (runs in Spark tasks).
+
+The loop: Fetch from the partition leader, decode the raw record batches in
+Cython (kbroker._core.batch_decode) into column buffers, wrap them as Arrow
+arrays, yield a RecordBatch every `max_records_per_arrow_batch` rows. Fetches
+are pipelined: as soon as a response arrives, the next offset is read from the
+batch headers and the next Fetch is sent before this one is decoded, so the
+broker prepares data while the task decodes.
+
+Data loss (failOnDataLoss): a Fetch answered OFFSET_OUT_OF_RANGE below the log
+start offset, or records that begin past the requested offset while the log
+start offset is past it too, mean that retention removed offsets this range
+needs. With failOnDataLoss=true that raises DataLossError; with false the reader
+logs a warning and goes on from the first offset still there. Offsets missing
+above the high watermark (a truncated or recreated partition) end the range early.
+Gaps below the log start offset are not loss when they come from compaction or
+transaction markers; those are skipped silently, as Kafka consumers do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from kbroker._core.batch_decode import ColumnarRecords, scan_next_offset
+from kbroker.client import KafkaClient, KafkaClientError, TopicPartition
+from kbroker.client.client import RETRIABLE
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.spark.arrow import record_batch
+from kbroker.spark.offsets import OffsetRange, new_client, report_data_loss
+from kbroker.spark.options import ClientOptions
+
+log = logging.getLogger(__name__)
+
+MAX_FETCH_BYTES = 256 << 20
+MAX_ATTEMPTS = 60
+MAX_ARROW_DATA_BYTES = 64 << 20
+
+
+class PartitionReader:
+    """Fetches [from_offset, until_offset) of one partition; one connection, one thread."""
+
+    def __init__(self, client_opts: ClientOptions, offset_range: OffsetRange, schema: pa.Schema,
+                 fail_on_data_loss: bool = True, max_records_per_arrow_batch: int = 65536,
+                 client: KafkaClient | None = None) -> None:
+        self.opts = client_opts
+        self.range = offset_range
+        self.tp = TopicPartition(offset_range.topic, offset_range.partition)
+        self.schema = schema
+        self.fail_on_data_loss = fail_on_data_loss
+        self.max_rows = max_records_per_arrow_batch
+        self._own_client = client is None
+        self.client = client if client is not None else new_client(client_opts)
+        self.partition_max_bytes = client_opts.max_partition_fetch_bytes
+        self.bytes_fetched = 0
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._batches()
+        finally:
+            self.close()
+
+    def _send(self, leader: int, offset: int) -> None:
+        self.client.send_fetch(leader, self.client.fetch_request(
+            {self.tp: offset}, self.partition_max_bytes, max_wait_ms=self.opts.fetch_max_wait_ms,
+            min_bytes=1, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes)))
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        cols = ColumnarRecords(include_headers="headers" in self.schema.names,
+                               check_crcs=self.opts.check_crcs)
+        offset, until = self.range.from_offset, self.range.until_offset
+        leader = self.client.leader_for(self.tp)
+        self._send(leader, offset)
+        in_flight = True
+        failures = 0
+        while offset < until:
+            if not in_flight:
+                self._send(leader, offset)
+            in_flight = False
+            try:
+                fetched = self.client.receive_fetch(leader).get(self.tp)
+            except KafkaClientError as e:
+                failures = self._failed(failures, str(e))
+                self.client.forget_leader(leader)
+                leader = self.client.leader_for(self.tp)
+                continue
+            if fetched is None or fetched.error_code != ErrorCode.NONE:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if fetched is None else \
+                    fetched.error_code
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    offset = self._out_of_range(offset)
+                    continue
+                if code not in RETRIABLE:
+                    raise KafkaClientError(f"Fetch {self.tp} at {offset}: {ErrorCode(code).name}",
+                                           code)
+                failures = self._failed(failures, ErrorCode(code).name)
+                self.client.forget_leader(leader)
+                leader = self.client.leader_for(self.tp)
+                continue
+            records = fetched.records if fetched.records is not None else b""
+            self.bytes_fetched += len(records)
+            next_offset = scan_next_offset(records, offset)
+            if next_offset == offset:
+                failures = self._no_progress(failures, len(records), fetched.high_watermark,
+                                             offset)
+                if failures < 0:
+                    break
+                continue
+            if next_offset < until:
+                self._send(leader, next_offset)
+                in_flight = True
+            failures = 0
+            next_offset, first = cols.add_records(records, offset, until)
+            if first > offset and fetched.log_start_offset > offset:
+                report_data_loss(self.fail_on_data_loss,
+                                 f"{self.tp}: offsets {offset}..{first - 1} were removed "
+                                 f"(log start offset {fetched.log_start_offset}).")
+            offset = next_offset
+            if cols.num_rows >= self.max_rows or cols.data_bytes >= MAX_ARROW_DATA_BYTES:
+                yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
+        if in_flight:  # the range ended inside the response; drain the pipelined Fetch
+            self.client.receive_fetch(leader)
+        if cols.num_rows:
+            yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
+
+    def _failed(self, failures: int, why: str) -> int:
+        if failures + 1 >= MAX_ATTEMPTS:
+            raise KafkaClientError(f"Fetch {self.tp}: {why} after {failures + 1} attempts")
+        return failures + 1
+
+    def _no_progress(self, failures: int, size: int, high_watermark: int, offset: int) -> int:
+        """A response without one whole batch. Returns the new failure count, -1: give up."""
+        if size > 0:  # the next batch is larger than partition_max_bytes
+            if self.partition_max_bytes >= MAX_FETCH_BYTES:
+                raise KafkaClientError(f"{self.tp}: a batch at {offset} exceeds "
+                                       f"{MAX_FETCH_BYTES} bytes")
+            self.partition_max_bytes *= 2
+            return failures
+        if high_watermark <= offset:
+            # the planned offsets are beyond the log's end: the partition lost data
+            report_data_loss(self.fail_on_data_loss,
+                             f"{self.tp}: offsets {offset}..{self.range.until_offset - 1} were "
+                             f"planned but the log ends at {high_watermark}.")
+            return -1
+        return self._failed(failures, f"no records at {offset} below {high_watermark}")
+
+    def _out_of_range(self, offset: int) -> int:
+        earliest = self.client.list_offsets({self.tp: -2})[self.tp]
+        if offset < earliest:
+            report_data_loss(self.fail_on_data_loss,
+                             f"{self.tp}: offsets {offset}..{earliest - 1} were removed "
+                             f"(log start offset {earliest}).")
+            return min(earliest, self.range.until_offset)
+        latest = self.client.list_offsets({self.tp: -1})[self.tp]
+        report_data_loss(self.fail_on_data_loss,
+                         f"{self.tp}: offset {offset} is past the log end {latest}.")
+        return self.range.until_offset
