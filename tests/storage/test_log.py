@@ -203,3 +203,15 @@ def test_topic_compression_type_recompresses(env: Env, target: str) -> None:
     assert (headers[0].producer_id, headers[0].base_sequence) == (7, 0)
     assert offsets_in(raw) == list(range(40))
     assert [r[3] for b in decode_batches(raw) for r in b[2]] == [r.value for r in recs] * 2
+
+
+def test_rolls_when_an_index_is_full(env: Env) -> None:
+    log = env.log
+    log.update_config(log.config.with_overrides(segment_index_bytes=24, index_interval_bytes=0,
+                                                segment_bytes=1 << 20))
+    for _ in range(12):
+        log.append_as_leader(values_batch(1))
+    segments = list(log.segments)
+    assert len(segments) >= 3
+    assert all(s.offset_index.entries <= 3 for s in segments)
+    assert [r[0] for b in decode_batches(log.read_all_bytes()) for r in b[2]] == list(range(12))
