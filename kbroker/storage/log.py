@@ -433,9 +433,12 @@ class Log:
         self._checkpoint_needed()
 
     def delete_records(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to `offset` (<= high watermark) and
-        delete the segments wholly below it. Returns the new log start offset."""
+        """DeleteRecords: move the log start offset up to `offset` (<= high watermark; -1:
+        the high watermark) and delete the segments wholly below it. Returns the new log
+        start offset."""
         self._check_open()
+        if offset == -1:
+            offset = self._high_watermark
         if offset > self._high_watermark or offset < 0:
             raise OffsetOutOfRangeError(
                 f"cannot delete records below {offset}: high watermark is {self._high_watermark}")

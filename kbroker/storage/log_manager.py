@@ -224,12 +224,14 @@ class LogManager:
         if lg is None or log_dir is None:
             return
         delay = lg.config.file_delete_delay_ms
-        lg.close()
         target = os.path.join(log_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         try:
             os.rename(lg.dir, target)
         except OSError as e:
             raise KafkaStorageError(f"cannot delete log {tp}: {e}") from e
+        # No new operations; the fds stay open until the delay ends (in-flight sendfile).
+        lg.closed = True
+        self.deleter.schedule(delay, lg.abandon)
         self.deleter.schedule_dir(delay, target)
         self.checkpoint()
 

@@ -164,6 +164,7 @@ def test_delete_records_and_truncate_fully(env: Env) -> None:
     with pytest.raises(OffsetOutOfRangeError):
         log.delete_records(101)
     assert log.delete_records(10) == 41
+    assert log.delete_records(-1) == log.high_watermark == 100
     log.truncate_fully_and_start_at(500)
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (500, 500, 500)
     assert log.append_as_leader(values_batch(1)).first_offset == 500

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 
+import pytest
 from batches import values_batch
 
 from kbroker.storage.checkpoints import OffsetCheckpointFile
@@ -51,13 +52,18 @@ def test_get_or_create_is_idempotent_and_keeps_topic_id(env: Env) -> None:
 def test_delete_log(env: Env) -> None:
     env.log.append_as_leader(values_batch(3))
     env.log.update_config(env.config.with_overrides(file_delete_delay_ms=60_000))
+    old = env.log
+    fd = old.active_segment.fd
     env.manager.delete_log(TP)
     assert env.manager.get_log(TP) is None
+    os.fstat(fd)  # still open for in-flight sends until file.delete.delay.ms
     names = os.listdir(env.path)
     assert any(n.startswith("topic-0.") and n.endswith("-delete") for n in names)
     env.time.sleep(60_000)
     env.manager.deleter.run_due()
     assert not any(n.endswith("-delete") for n in os.listdir(env.path))
+    with pytest.raises(OSError):
+        os.fstat(fd)
     assert env.log.log_end_offset == 0  # recreated empty
 
 
