@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.metadata.topic_registry import InvalidTopicError, TopicInfo, validate_topic_name
+from kbroker.metadata.topic_registry import (
+    INTERNAL_TOPICS,
+    InvalidTopicError,
+    TopicInfo,
+    validate_topic_name,
+)
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
@@ -77,7 +82,8 @@ def _requested(
         validate_topic_name(t.name)
     except InvalidTopicError:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=t.name)
-    if allow_create and broker.config.auto_create_topics_enable and not broker.shutting_down:
+    creatable = allow_create and t.name not in INTERNAL_TOPICS  # internal topics: by their coordinator
+    if creatable and broker.config.auto_create_topics_enable and not broker.shutting_down:
         try:
             info = broker.create_topic(t.name)
         except Exception:

@@ -1,0 +1,77 @@
+"""Helpers for the consumer group tests: confluent-kafka members polled round-robin."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, str]], **conf: Any) -> None:
+    """(partition, value) pairs; waits until all are acknowledged."""
+    errors: list[Any] = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    for partition, value in values:
+        p.produce(topic, value.encode(), partition=partition,
+                  on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(30) == 0
+    assert not errors, errors
+
+
+class Member:
+    """One confluent-kafka consumer in a group, with its assignment and what it read."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "session.timeout.ms": 6000, **conf})
+        self.assignment: set[int] = set()
+        self.values: list[str] = []
+        self.closed = False
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[Any]) -> None:
+        self.assignment = {p.partition for p in partitions}
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[Any]) -> None:
+        self.assignment = set()
+
+    def poll_once(self, timeout: float = 0.05) -> None:
+        if self.closed:
+            return
+        m = self.consumer.poll(timeout)
+        if m is None:
+            return
+        if m.error():
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            return
+        self.values.append(m.value().decode())
+
+    def commit(self) -> None:
+        if self.values:
+            self.consumer.commit(asynchronous=False)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.consumer.close()
+            self.closed = True
+
+
+def poll_until(members: list[Member], done: Callable[[], bool], timeout: float = 30.0) -> float:
+    """Poll every open member until done(); returns the seconds it took."""
+    start = time.monotonic()
+    while not done():
+        assert time.monotonic() - start < timeout, "timed out: " + repr([sorted(m.assignment) for m in members])
+        for m in members:
+            m.poll_once()
+    return time.monotonic() - start
+
+
+def covers(members: list[Member], partitions: int) -> bool:
+    """Assignments are disjoint and cover every partition."""
+    live = [m for m in members if not m.closed]
+    total = sum(len(m.assignment) for m in live)
+    union = set().union(*(m.assignment for m in live)) if live else set()
+    return total == partitions and union == set(range(partitions)) and all(m.assignment for m in live)

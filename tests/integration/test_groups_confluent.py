@@ -1,0 +1,164 @@
+"""Consumer groups with confluent-kafka (librdkafka) against `kbroker serve` subprocesses:
+sharing partitions, rebalancing, commits, resuming after a restart and after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from .groups_support import Member, covers, poll_until, produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+PARTITIONS = 6
+
+
+def values(tag: str, per_partition: int) -> list[tuple[int, str]]:
+    return [(p, f"{tag}-{p}-{i}") for p in range(PARTITIONS) for i in range(per_partition)]
+
+
+@pytest.fixture
+def broker(broker_factory: Any) -> Any:
+    return broker_factory({"num.partitions": str(PARTITIONS)}).start()
+
+
+def consumed(members: list[Member]) -> list[str]:
+    return [v for m in members for v in m.values]
+
+
+def test_three_consumers_share_rebalance_commit_and_resume(broker: Any, record_property: Any) -> None:
+    bs, topic, group = broker.bootstrap_servers, f"grp-{uuid.uuid4().hex[:8]}", "g-share"
+    first = values("a", 50)
+    produce(bs, topic, first)
+    members = [Member(bs, group, topic) for _ in range(3)]
+    try:
+        stable_s = poll_until(members, lambda: covers(members, PARTITIONS))
+        record_property("three_consumers_stable_seconds", round(stable_s, 3))
+        print(f"\n3 confluent-kafka consumers stable after {stable_s:.2f} s")
+        assert all(len(m.assignment) == 2 for m in members)
+        poll_until(members, lambda: len(consumed(members)) >= len(first))
+        for m in members:
+            m.commit()
+        assert sorted(consumed(members)) == sorted(v for _, v in first)
+
+        members[0].close()  # the others take over its partitions
+        poll_until(members, lambda: covers(members, PARTITIONS))
+        second = values("b", 20)
+        produce(bs, topic, second)
+        poll_until(members, lambda: len(consumed(members)) >= len(first) + len(second))
+        for m in members[1:]:
+            m.commit()
+        assert sorted(consumed(members)) == sorted(v for _, v in first + second)
+    finally:
+        for m in members:
+            m.close()
+
+    third = values("c", 5)
+    produce(bs, topic, third)
+    newcomer = Member(bs, group, topic)
+    try:
+        poll_until([newcomer], lambda: len(newcomer.values) >= len(third))
+        time.sleep(0.5)
+        newcomer.poll_once(0.5)
+        assert sorted(newcomer.values) == sorted(v for _, v in third), "resumed from committed offsets"
+    finally:
+        newcomer.close()
+
+
+def _consume_and_commit(bs: str, group: str, topic: str, expected: list[tuple[int, str]]) -> None:
+    m = Member(bs, group, topic)
+    try:
+        poll_until([m], lambda: len(m.values) >= len(expected))
+        m.commit()
+        assert sorted(m.values) == sorted(v for _, v in expected)
+    finally:
+        m.close()
+
+
+def _resume(bs: str, group: str, topic: str, expected: list[tuple[int, str]]) -> None:
+    m = Member(bs, group, topic)
+    try:
+        committed = m.consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+        assert [tp.offset for tp in committed] == [10] * PARTITIONS
+        poll_until([m], lambda: len(m.values) >= len(expected))
+        assert sorted(m.values) == sorted(v for _, v in expected)
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("how", ["restart", "sigkill"])
+def test_committed_offsets_survive_broker_restart(broker_factory: Any, how: str) -> None:
+    bp = broker_factory({"num.partitions": str(PARTITIONS)}).start()
+    topic, group = f"dur-{how}-{uuid.uuid4().hex[:8]}", f"g-{how}"
+    before = values("old", 10)
+    produce(bp.bootstrap_servers, topic, before)
+    _consume_and_commit(bp.bootstrap_servers, group, topic, before)
+    if how == "sigkill":
+        bp.kill()
+    else:
+        assert bp.stop() == 0
+    bp2 = broker_factory({"num.partitions": str(PARTITIONS)}, log_dir=bp.log_dir).start()
+    after = values("new", 3)
+    produce(bp2.bootstrap_servers, topic, after)
+    _resume(bp2.bootstrap_servers, group, topic, after)
+
+
+def test_admin_list_describe_offsets_delete(broker: Any) -> None:
+    bs, topic, group = broker.bootstrap_servers, f"adm-{uuid.uuid4().hex[:8]}", "g-admin"
+    data = values("x", 4)
+    produce(bs, topic, data)
+    admin = AdminClient({"bootstrap.servers": bs})
+    m = Member(bs, group, topic, **{"client.id": "adm-client"})
+    try:
+        poll_until([m], lambda: len(m.values) >= len(data))
+        m.commit()
+        listed = admin.list_consumer_groups(request_timeout=10).result()
+        by_id = {g.group_id: g for g in listed.valid}
+        assert group in by_id and by_id[group].state.name == "STABLE"
+        desc = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+        assert desc.state.name == "STABLE" and desc.partition_assignor == "range"
+        assert len(desc.members) == 1 and desc.members[0].client_id == "adm-client"
+        assigned = {tp.partition for tp in desc.members[0].assignment.topic_partitions}
+        assert assigned == set(range(PARTITIONS))
+        fut = admin.delete_consumer_groups([group], request_timeout=10)[group]
+        with pytest.raises(Exception, match="NON_EMPTY_GROUP|not empty"):
+            fut.result()
+    finally:
+        m.close()
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result()
+    got = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
+    assert got == {(topic, p): 4 for p in range(PARTITIONS)}
+    listed = admin.list_consumer_groups(request_timeout=10).result()
+    assert {g.group_id: g.state.name for g in listed.valid}[group] == "EMPTY"
+    admin.delete_consumer_groups([group], request_timeout=10)[group].result()
+    listed = admin.list_consumer_groups(request_timeout=10).result()
+    assert group not in {g.group_id for g in listed.valid}
+
+
+def test_rebalance_time_report(broker: Any, tmp_path: Any) -> None:
+    """Times 3 consumers (librdkafka defaults, heartbeat.interval.ms 3000) and with a 500 ms
+    heartbeat; writes the numbers to $KBROKER_GROUP_TIMING if set."""
+    bs = broker.bootstrap_servers
+    results = {}
+    for label, conf in (("default", {}), ("heartbeat_500ms", {"heartbeat.interval.ms": 500})):
+        topic = f"time-{label}-{uuid.uuid4().hex[:6]}"
+        produce(bs, topic, values("t", 1))
+        members = [Member(bs, f"g-time-{label}", topic, **conf) for _ in range(3)]
+        try:
+            results[label] = round(poll_until(members, lambda ms=members: covers(ms, PARTITIONS)), 3)
+        finally:
+            for m in members:
+                m.close()
+    print(f"\n3 consumers stable: {results}")
+    out = os.environ.get("KBROKER_GROUP_TIMING")
+    if out:
+        with open(out, "w") as f:
+            json.dump(results, f)
+    assert results["default"] < 15

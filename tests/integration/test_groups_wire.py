@@ -1,0 +1,121 @@
+"""Group APIs on the wire, with exact requests: FindCoordinator batching, the internal
+topic in Metadata, JoinGroup versions, OffsetCommit/OffsetFetch shapes, OffsetDelete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kbroker.protocol.error_code import ErrorCode as E
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kbroker.protocol.messages.heartbeat import HeartbeatRequest
+from kbroker.protocol.messages.join_group import JoinGroupRequest
+from kbroker.protocol.messages.leave_group import LeaveGroupRequest
+from kbroker.protocol.messages.metadata import MetadataRequest
+from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
+from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest
+from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
+from kbroker.protocol.messages.sync_group import SyncGroupRequest
+
+from .wire import WireClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def metadata(c: WireClient, topic: str) -> Any:
+    r = c.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                               allow_auto_topic_creation=True), 9)
+    return r.topics[0]
+
+
+def test_find_coordinator_creates_the_internal_topic(kbroker_broker: Any) -> None:
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        assert metadata(c, OFFSETS_TOPIC).error_code == E.UNKNOWN_TOPIC_OR_PARTITION  # never auto-created
+        r = c.call(FindCoordinatorRequest(key_type=0, coordinator_keys=["g1", "g2"]), 4)
+        assert [(x.key, x.error_code, x.node_id) for x in r.coordinators] == [("g1", 0, 0), ("g2", 0, 0)]
+        assert r.coordinators[0].port == kbroker_broker.port
+        old = c.call(FindCoordinatorRequest(key="g1"), 0)
+        assert (old.error_code, old.node_id, old.port) == (0, 0, kbroker_broker.port)
+        txn = c.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]), 4)
+        assert txn.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+        t = metadata(c, OFFSETS_TOPIC)
+        assert t.error_code == E.NONE and t.is_internal and len(t.partitions) == 50
+
+
+def join(c: WireClient, version: int, member_id: str = "", instance: str | None = None) -> Any:
+    req = JoinGroupRequest(group_id="wg", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                           member_id=member_id, group_instance_id=instance, protocol_type="consumer",
+                           protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"md")])
+    return c.call(req, version)
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 7, 9])
+def test_join_sync_heartbeat_leave_versions(kbroker_broker: Any, version: int) -> None:
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        r = join(c, version)
+        if version >= 4:
+            assert r.error_code == E.MEMBER_ID_REQUIRED and r.member_id
+            r = join(c, version, r.member_id)
+        assert r.error_code == E.NONE and r.leader == r.member_id
+        assert [(m.member_id, m.metadata) for m in r.members] == [(r.member_id, b"md")]
+        assert r.protocol_name == "range"
+        if version >= 7:
+            assert r.protocol_type == "consumer"
+        sync_v = min(version, 5)
+        s = c.call(SyncGroupRequest(group_id="wg", generation_id=r.generation_id, member_id=r.member_id,
+                                    protocol_type="consumer", protocol_name="range",
+                                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                                        member_id=r.member_id, assignment=b"asg")]), sync_v)
+        assert (s.error_code, s.assignment) == (E.NONE, b"asg")
+        hb_v = min(version, 4)
+        h = c.call(HeartbeatRequest(group_id="wg", generation_id=r.generation_id, member_id=r.member_id), hb_v)
+        assert h.error_code == E.NONE
+        bad = c.call(HeartbeatRequest(group_id="wg", generation_id=r.generation_id + 5,
+                                      member_id=r.member_id), hb_v)
+        assert bad.error_code == E.ILLEGAL_GENERATION
+        leave_v = min(version, 5)
+        if leave_v >= 3:
+            req = LeaveGroupRequest(group_id="wg", members=[
+                LeaveGroupRequest.MemberIdentity(member_id=r.member_id),
+                LeaveGroupRequest.MemberIdentity(member_id="ghost")])
+            lr = c.call(req, leave_v)
+            assert [m.error_code for m in lr.members] == [E.NONE, E.UNKNOWN_MEMBER_ID]
+        else:
+            assert c.call(LeaveGroupRequest(group_id="wg", member_id=r.member_id), leave_v).error_code == 0
+
+
+def test_offset_commit_fetch_shapes_and_delete(kbroker_broker: Any) -> None:
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        assert metadata(c, "ot").error_code == E.NONE  # auto-created with 1 partition
+        P = OffsetCommitRequest.OffsetCommitRequestPartition
+        commit = OffsetCommitRequest(group_id="og", generation_id_or_member_epoch=-1, member_id="",
+                                     topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="ot", partitions=[
+                                         P(partition_index=0, committed_offset=17, committed_leader_epoch=4,
+                                           committed_metadata="meta-data"),
+                                         P(partition_index=9, committed_offset=1)])])
+        r = c.call(commit, 8)
+        assert [p.error_code for p in r.topics[0].partitions] == [E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]
+        f7 = c.call(OffsetFetchRequest(group_id="og", topics=None), 7)
+        p = f7.topics[0].partitions[0]
+        assert (f7.topics[0].name, p.committed_offset, p.committed_leader_epoch, p.metadata) == (
+            "ot", 17, 4, "meta-data")
+        req8 = OffsetFetchRequest(groups=[
+            OffsetFetchRequest.OffsetFetchRequestGroup(group_id="og", topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopics(name="ot", partition_indexes=[0, 1])]),
+            OffsetFetchRequest.OffsetFetchRequestGroup(group_id="none", topics=None)], require_stable=True)
+        f8 = c.call(req8, 8)
+        g = {x.group_id: x for x in f8.groups}
+        assert [(q.partition_index, q.committed_offset) for q in g["og"].topics[0].partitions] == [(0, 17), (1, -1)]
+        assert g["none"].topics == [] and g["none"].error_code == 0
+        f1 = c.call(OffsetFetchRequest(group_id="og", topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name="ot", partition_indexes=[0])]), 1)
+        assert f1.topics[0].partitions[0].committed_offset == 17
+        d = c.call(OffsetDeleteRequest(group_id="og", topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(
+            name="ot", partitions=[OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
+        assert d.error_code == 0 and d.topics[0].partitions[0].error_code == 0
+        assert c.call(OffsetFetchRequest(group_id="og", topics=None), 7).topics == []
+        missing = c.call(OffsetDeleteRequest(group_id="nope", topics=[]), 0)
+        assert missing.error_code == E.GROUP_ID_NOT_FOUND
