@@ -230,7 +230,10 @@ class Model:
             return
         path, pos, size, base = rng.choice(candidates)
         if rng.random() < 0.5:
-            os.truncate(path, pos + rng.randrange(0, size))
+            # torn inside the batch: a cut exactly at a batch boundary of a non-last
+            # segment would leave a valid, shorter segment (Kafka keeps it and the later
+            # segments too, since compaction legitimately leaves offset gaps)
+            os.truncate(path, pos + rng.randrange(1, size))
         else:
             with open(path, "r+b") as f:
                 at = pos + rng.randrange(17, size)
