@@ -135,7 +135,7 @@ class LogLoader:
         logs = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
         for name in names:
             path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") and not name.startswith("leader"):
+            if name.endswith((DELETED_SUFFIX, ".tmp")):
                 os.unlink(path)
             elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[: -len(LOG_SUFFIX)]))

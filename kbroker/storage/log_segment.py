@@ -8,6 +8,11 @@ append, its start position) and a time index entry (largest timestamp so far, it
 offset) are added. Indexes are opened lazily (a clean start touches only the last
 segment's) and are never trusted over the log: recover() rebuilds them.
 
+Rolling: by segment.bytes, by an index filling up, by relative offsets outgrowing
+int32, and by segment.ms counted from when the segment was created or opened in this
+process (Kafka counts from the first batch's timestamp; a client clock cannot force
+rolls here).
+
 Lock: the broker's event-loop thread calls every method; LogManager's background
 thread only closes and unlinks files of segments already removed from their Log.
 Invariants: size == bytes of whole batches in the file (after recover); the batches'
