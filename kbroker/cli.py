@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from kbroker import __version__
 from kbroker.config import ConfigError, load_properties_file, parse_override
+from kbroker.tools import topics as topics_cli
 
 EXIT_CONFIG_ERROR = 2
 
@@ -65,6 +66,7 @@ def _serve(args: argparse.Namespace) -> int:
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                              Callable[[argparse.Namespace], int]]] = {
     "serve": ("run a broker", _serve_parser, _serve),
+    "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
 }
 
 

@@ -25,12 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbroker.protocol.api_key import ApiKey
+from kbroker.server.apis import alter_configs as alter_configs
 from kbroker.server.apis import api_versions as api_versions
+from kbroker.server.apis import create_partitions as create_partitions
+from kbroker.server.apis import create_topics as create_topics
 from kbroker.server.apis import delete_groups as delete_groups
+from kbroker.server.apis import delete_records as delete_records
+from kbroker.server.apis import delete_topics as delete_topics
+from kbroker.server.apis import describe_cluster as describe_cluster
+from kbroker.server.apis import describe_configs as describe_configs
 from kbroker.server.apis import describe_groups as describe_groups
+from kbroker.server.apis import describe_topic_partitions as describe_topic_partitions
 from kbroker.server.apis import fetch as fetch
 from kbroker.server.apis import find_coordinator as find_coordinator
 from kbroker.server.apis import heartbeat as heartbeat
+from kbroker.server.apis import incremental_alter_configs as incremental_alter_configs
 from kbroker.server.apis import init_producer_id as init_producer_id
 from kbroker.server.apis import join_group as join_group
 from kbroker.server.apis import leave_group as leave_group
@@ -83,5 +92,14 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.DELETE_GROUPS, 0, 2, delete_groups),
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
+        _spec(ApiKey.CREATE_TOPICS, 0, 7, create_topics),
+        _spec(ApiKey.DELETE_TOPICS, 0, 6, delete_topics),
+        _spec(ApiKey.DELETE_RECORDS, 0, 2, delete_records),
+        _spec(ApiKey.DESCRIBE_CONFIGS, 0, 4, describe_configs),
+        _spec(ApiKey.ALTER_CONFIGS, 0, 2, alter_configs),
+        _spec(ApiKey.CREATE_PARTITIONS, 0, 3, create_partitions),
+        _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
+        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster),
+        _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions),
     )
 }

@@ -1,0 +1,117 @@
+"""CreateTopics (key 19), v0-7: create topics, or only check them (validate_only, v1+).
+
+Per topic, as Kafka 3.9's ZkAdminManager.createTopics checks: a name listed
+twice -> INVALID_REQUEST; an illegal or colliding name -> INVALID_TOPIC_EXCEPTION;
+an existing one -> TOPIC_ALREADY_EXISTS; num_partitions -1 means `num.partitions`,
+other values below 1 -> INVALID_PARTITIONS; replication_factor -1 means
+`default.replication.factor`, and anything but 1 -> INVALID_REPLICATION_FACTOR
+(one broker); an explicit assignment together with a count -> INVALID_REQUEST,
+one naming another broker -> INVALID_REPLICA_ASSIGNMENT; an unknown, null or
+ill-typed config -> INVALID_CONFIG.
+
+v5+ answers with the partition count, replication factor and every config of
+the topic (as DescribeConfigs would, without synonyms), also for validate_only;
+v7 with the new topic id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from kbroker.protocol.codec import ZERO_UUID
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from kbroker.server import topic_admin
+from kbroker.server.config_describe import describe_topic
+from kbroker.server.request_context import RequestContext
+from kbroker.server.topic_admin import AdminError
+
+log = logging.getLogger(__name__)
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ConfigResult = CreateTopicsResponse.CreatableTopicConfigs
+
+
+def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    counts = Counter(t.name for t in request.topics)
+    validate_only = ctx.api_version >= 1 and request.validate_only
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
+                                  "Create topics request contains multiple entries for the topic."))
+            continue
+        try:
+            results.append(_create(ctx, topic, validate_only))
+        except AdminError as e:
+            results.append(_error(topic.name, e.error_code, e.message))
+        except Exception as e:
+            log.exception("creating topic %s failed", topic.name)
+            results.append(_error(topic.name, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None))
+    return CreateTopicsResponse(topics=results)
+
+
+def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool) -> Result:
+    broker = ctx.broker
+    topic_admin.check_new_topic_name(broker, topic.name)
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise AdminError(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        partitions, rf = _from_assignments(ctx, topic.assignments)
+    else:
+        partitions = topic_admin.resolve_partitions(broker, topic.num_partitions)
+        rf = topic_admin.resolve_replication_factor(broker, topic.replication_factor)
+    config = topic_admin.topic_config(broker, {c.name: c.value for c in topic.configs})
+    overrides = {c.name: c.value or "" for c in topic.configs}
+    topic_id = ZERO_UUID
+    if not validate_only:
+        if broker.shutting_down:
+            raise AdminError(ErrorCode.NOT_CONTROLLER, "The broker is shutting down.")
+        info = broker.create_topic(topic.name, partitions, overrides)
+        topic_id = info.topic_id
+    configs = [
+        ConfigResult(
+            name=d.name,
+            value=d.value,
+            read_only=d.read_only,
+            config_source=d.source,
+            is_sensitive=d.is_sensitive,
+        )
+        for d in describe_topic(overrides, config, broker.config)
+    ]
+    return Result(
+        name=topic.name,
+        topic_id=topic_id,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        num_partitions=partitions,
+        replication_factor=rf,
+        configs=configs,
+    )
+
+
+def _from_assignments(
+    ctx: RequestContext, assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
+) -> tuple[int, int]:
+    indexes = sorted(a.partition_index for a in assignments)
+    if indexes != list(range(len(assignments))):
+        raise AdminError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "Partitions should be a consecutive 0-based integer sequence.",
+        )
+    for a in assignments:
+        topic_admin.check_assignment(ctx.broker, a.broker_ids, a.partition_index)
+    return len(assignments), 1
+
+
+def _error(name: str, code: int, message: str | None) -> Result:
+    return Result(name=name, error_code=code, error_message=message, configs=None)
+
+
+def error_response(request: CreateTopicsRequest, version: int, code: int) -> CreateTopicsResponse:
+    return CreateTopicsResponse(topics=[_error(t.name, code, None) for t in request.topics])

@@ -1,0 +1,48 @@
+"""DescribeCluster (key 60), v0-1: the cluster id, the controller and the brokers.
+
+One broker: it is the controller and the only broker, advertised on the
+listener the request came in on. v1's endpoint_type 2 (controllers) ->
+UNSUPPORTED_ENDPOINT_TYPE, as a Kafka 3.9 broker answers (KafkaApis). Cluster
+authorized operations are all allowed while kbroker has no ACLs.
+"""
+
+from __future__ import annotations
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.describe_cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from kbroker.server.apis.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS
+from kbroker.server.request_context import RequestContext
+
+BROKER_ENDPOINTS = 1
+
+
+def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    endpoint_type = request.endpoint_type if ctx.api_version >= 1 else BROKER_ENDPOINTS
+    if endpoint_type != BROKER_ENDPOINTS:
+        return DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="The broker does not support endpoint type "
+            f"{endpoint_type}; ask a controller.",
+            endpoint_type=endpoint_type,
+            cluster_id=broker.cluster_id,
+            controller_id=-1,
+        )
+    host, port = broker.advertised_endpoint(ctx.listener_name)
+    ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else UNSET_OPERATIONS
+    return DescribeClusterResponse(
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=endpoint_type,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(
+                broker_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack
+            )
+        ],
+        cluster_authorized_operations=ops,
+    )

@@ -1,0 +1,128 @@
+"""DescribeConfigs (key 32), v0-4: the configs of topics and of this broker.
+
+A TOPIC resource (type 2) lists every topic config with its effective value,
+source and (include_synonyms, v1+) synonyms, its type (v3+) and, when asked
+(include_documentation, v3+), documentation: never an empty list, since
+clients read-modify-write it (librdkafka's AlterConfigs examples; another
+broker's empty list broke them). A BROKER resource (type 4) named by this
+broker's node.id lists the broker's configs; an empty name means the
+cluster-wide dynamic defaults, of which kbroker has none. `configuration_keys`
+narrows the list; unknown keys are left out (Kafka does the same). See
+kbroker.server.config_describe for values and sources.
+
+Errors, per resource (Kafka 3.9 ConfigHelper.describeConfigs): unknown topic ->
+UNKNOWN_TOPIC_OR_PARTITION, illegal name -> INVALID_TOPIC_EXCEPTION, another
+broker's id or a non-integer id -> INVALID_REQUEST, other resource types
+(BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.metadata.topic_registry import InvalidTopicError, validate_topic_name
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from kbroker.server import topic_admin
+from kbroker.server.config_describe import (
+    ConfigDescription,
+    ConfigSource,
+    describe_broker,
+    describe_topic,
+)
+from kbroker.server.request_context import RequestContext
+from kbroker.server.topic_admin import AdminError
+
+log = logging.getLogger(__name__)
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+
+TOPIC = 2
+BROKER = 4
+
+
+def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    version = ctx.api_version
+    synonyms = version >= 1 and request.include_synonyms
+    docs = version >= 3 and request.include_documentation
+    results = []
+    for res in request.resources:
+        try:
+            described = _describe(ctx, res, docs)
+        except AdminError as e:
+            results.append(_error(res, e.error_code, e.message))
+            continue
+        except Exception as e:
+            log.exception("describing configs of %s failed", res.resource_name)
+            results.append(_error(res, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None))
+            continue
+        results.append(
+            Result(
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=[_entry(d, synonyms) for d in described],
+            )
+        )
+    return DescribeConfigsResponse(results=results)
+
+
+def _describe(
+    ctx: RequestContext, res: DescribeConfigsRequest.DescribeConfigsResource, docs: bool
+) -> list[ConfigDescription]:
+    broker = ctx.broker
+    keys = res.configuration_keys
+    if res.resource_type == TOPIC:
+        try:
+            validate_topic_name(res.resource_name)
+        except InvalidTopicError as e:
+            raise AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
+        info = broker.topics.get(res.resource_name)
+        if info is None:
+            raise AdminError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist."
+            )
+        config = broker.log_config_for(info)
+        return describe_topic(info.configs, config, broker.config, keys, docs)
+    if res.resource_type == BROKER:
+        if res.resource_name == "":
+            return []
+        topic_admin.check_broker_name(broker, res.resource_name)
+        return describe_broker(broker.config, keys, docs)
+    raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
+
+
+def _entry(d: ConfigDescription, synonyms: bool) -> Entry:
+    return Entry(
+        name=d.name,
+        value=d.value,
+        read_only=d.read_only,
+        is_default=d.source == ConfigSource.DEFAULT_CONFIG,
+        config_source=d.source,
+        is_sensitive=d.is_sensitive,
+        synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in d.synonyms]
+        if synonyms
+        else [],
+        config_type=d.config_type,
+        documentation=d.documentation,
+    )
+
+
+def _error(res: DescribeConfigsRequest.DescribeConfigsResource, code: int, message: str | None) -> Result:
+    return Result(
+        error_code=code,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        configs=[],
+    )
+
+
+def error_response(request: DescribeConfigsRequest, version: int, code: int) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(results=[_error(r, code, None) for r in request.resources])

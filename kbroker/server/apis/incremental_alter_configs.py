@@ -1,0 +1,82 @@
+"""IncrementalAlterConfigs (key 44), v0-1: change some of a topic's config overrides.
+
+Operations (Kafka's AlterConfigOp.OpType): SET (0) sets an override; DELETE (1)
+removes it (the key returns to its default); APPEND (2) and SUBTRACT (3) add
+items to or remove items from a LIST config (cleanup.policy, the throttled
+replica lists), starting from its current effective value. APPEND or SUBTRACT on
+a non-list key -> INVALID_CONFIG; a key named twice in one resource, an unknown
+operation, or a null value for anything but DELETE -> INVALID_REQUEST (Kafka
+3.9's ConfigAdminManager). The result is applied live (retention.ms,
+retention.bytes, segment.bytes, max.message.bytes, ... take effect on the next
+append, roll or retention pass) and persisted; see kbroker.server.config_alter.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kbroker.server.config_alter import alter_resources, failed, reject_nulls, responses
+from kbroker.server.request_context import RequestContext
+from kbroker.server.topic_admin import AdminError
+from kbroker.storage.log_config import KEYS_BY_NAME, LogConfig, render
+
+Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def handle(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    outcomes = alter_resources(ctx, request.resources, _apply_ops, request.validate_only)
+    return IncrementalAlterConfigsResponse(responses=responses(outcomes, Result))
+
+
+def _apply_ops(res: Any, current: dict[str, str], config: LogConfig) -> dict[str, str]:
+    ops = res.configs
+    dupes = sorted(n for n, c in Counter(op.name for op in ops).items() if c > 1)
+    if dupes:
+        raise AdminError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {dupes}")
+    if any(op.config_operation not in (SET, DELETE, APPEND, SUBTRACT) for op in ops):
+        raise AdminError(ErrorCode.INVALID_REQUEST, "Unknown config operation.")
+    reject_nulls([(op.name, op.value) for op in ops if op.config_operation != DELETE])
+    overrides = dict(current)
+    for op in ops:
+        if op.config_operation == SET:
+            overrides[op.name] = op.value
+        elif op.config_operation == DELETE:
+            overrides.pop(op.name, None)
+        else:
+            overrides[op.name] = _list_op(op, overrides, config)
+    return overrides
+
+
+def _list_op(op: Any, overrides: dict[str, str], config: LogConfig) -> str:
+    key = KEYS_BY_NAME.get(op.name)
+    if key is None:
+        raise AdminError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
+    verb = "append" if op.config_operation == APPEND else "subtract"
+    if key.kind != "list":
+        raise AdminError(
+            ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {op.name}"
+        )
+    raw = overrides.get(op.name, render(key.kind, config.get(op.name)))
+    items = [s.strip() for s in raw.split(",") if s.strip()]
+    given = [s.strip() for s in op.value.split(",") if s.strip()]
+    if op.config_operation == APPEND:
+        items += [g for g in given if g not in items]
+    else:
+        items = [i for i in items if i not in given]
+    return ",".join(items)
+
+
+def error_response(
+    request: IncrementalAlterConfigsRequest, version: int, code: int
+) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(responses=responses(failed(request.resources, code), Result))

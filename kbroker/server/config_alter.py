@@ -1,0 +1,109 @@
+"""What AlterConfigs and IncrementalAlterConfigs share: per resource, work out the
+topic's new set of overrides, check it, and (unless validate_only) persist it in
+the topic registry and apply it to the live logs (Log.update_config).
+
+Per resource, as Kafka 3.9's ConfigAdminManager.preprocess and
+ZkAdminManager.alterConfigs: a resource listed twice -> INVALID_REQUEST; a
+TOPIC (2) that does not exist -> UNKNOWN_TOPIC_OR_PARTITION; an unknown or
+ill-typed config -> INVALID_CONFIG; a BROKER (4) resource must name this
+broker (INVALID_REQUEST otherwise) and, since kbroker has no dynamically
+updatable broker configs, any change to it -> INVALID_CONFIG ("Cannot update
+these configs dynamically"); other resource types -> INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from kbroker.protocol.error_code import ErrorCode
+from kbroker.server import topic_admin
+from kbroker.server.request_context import RequestContext
+from kbroker.server.topic_admin import AdminError
+from kbroker.storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+TOPIC = 2
+BROKER = 4
+
+# (resource, its current overrides, its current effective config) -> new overrides
+Planner = Callable[[Any, dict[str, str], LogConfig], dict[str, str]]
+
+
+class Outcome(NamedTuple):
+    resource_type: int
+    resource_name: str
+    error_code: int
+    error_message: str | None
+
+
+def alter_resources(
+    ctx: RequestContext, resources: Sequence[Any], plan: Planner, validate_only: bool
+) -> list[Outcome]:
+    """Alter each resource (having resource_type, resource_name and configs)."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    out = []
+    for res in resources:
+        try:
+            if counts[(res.resource_type, res.resource_name)] > 1:
+                raise AdminError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            _alter(ctx, res, plan, validate_only)
+            out.append(Outcome(res.resource_type, res.resource_name, ErrorCode.NONE, None))
+        except AdminError as e:
+            out.append(Outcome(res.resource_type, res.resource_name, e.error_code, e.message))
+        except Exception as e:
+            log.exception("altering configs of %s failed", res.resource_name)
+            out.append(Outcome(res.resource_type, res.resource_name,
+                               ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None))
+    return out
+
+
+def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) -> None:
+    broker = ctx.broker
+    if res.resource_type == BROKER:
+        if res.resource_name != "":
+            topic_admin.check_broker_name(broker, res.resource_name)
+        if res.configs:
+            names = ", ".join(sorted({c.name for c in res.configs}))
+            raise AdminError(
+                ErrorCode.INVALID_CONFIG,
+                f"Cannot update these configs dynamically: {names} (kbroker has no dynamic "
+                "broker configs; set them in server.properties)",
+            )
+        return
+    if res.resource_type != TOPIC:
+        raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
+    info = topic_admin.find_topic(broker, res.resource_name)
+    overrides = plan(res, dict(info.configs), broker.log_config_for(info))
+    topic_admin.topic_config(broker, overrides)
+    if validate_only:
+        return
+    topic_admin.set_topic_configs(broker, info, overrides)
+    log.info("topic %s configs now %s", info.name, overrides)
+
+
+def reject_nulls(names_values: Sequence[tuple[str, str | None]]) -> None:
+    for name, value in names_values:
+        if value is None:
+            raise AdminError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+
+
+def responses(outcomes: Sequence[Outcome], result_type: Any) -> list[Any]:
+    """The per-resource results of either API (their result types have the same fields)."""
+    return [
+        result_type(
+            error_code=o.error_code,
+            error_message=o.error_message,
+            resource_type=o.resource_type,
+            resource_name=o.resource_name,
+        )
+        for o in outcomes
+    ]
+
+
+def failed(resources: Sequence[Any], code: int) -> list[Outcome]:
+    """Every resource failed with `code` (a connection-level error response)."""
+    return [Outcome(r.resource_type, r.resource_name, code, None) for r in resources]

@@ -1,0 +1,1 @@
+"""Command-line tools that talk to a broker over the Kafka protocol."""
