@@ -227,6 +227,14 @@ class RunningBroker:
     def peak_rss_kb(self) -> int:
         return tree_peak_rss_kb(self.pid)
 
+    def rss_kb(self) -> int:
+        """Current VmRSS of the broker process itself."""
+        try:
+            text = (Path("/proc") / str(self.pid) / "status").read_text()
+        except FileNotFoundError:
+            return 0
+        return parse_status_kb(text, "VmRSS") or 0
+
     def stop(self) -> None:
         """SIGKILL the broker's process group (it leads it), reap it, remove its data dir."""
         if self.process.poll() is None:

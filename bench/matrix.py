@@ -92,7 +92,8 @@ def run_once(
                               "repeat": repeat, **asdict(cell)}
     broker = brokers.RunningBroker(spec, log_dir, partitions=cell.partitions)
     try:
-        record["ready_s"] = broker.wait_ready()
+        ready_s = broker.wait_ready()
+        record["broker_stats"] = {"ready_s": ready_s, "idle_rss_mb": broker.rss_kb() / 1024}
         options = PerfOptions(
             bootstrap_server=broker.bootstrap, topic="bench", num_records=records_for(cell, args),
             record_size=cell.record_size, acks=cell.acks, compression=cell.compression,
@@ -106,7 +107,7 @@ def run_once(
             e2e = replace(options, topic="bench-e2e", num_records=args.e2e_records,
                           throughput=args.e2e_rate, linger_ms=0.0, producers=1)
             record["e2e"] = _phase(broker, e2e, "e2e")
-        record["peak_rss_mb"] = broker.peak_rss_kb() / 1024
+        record["broker_stats"]["peak_rss_mb"] = broker.peak_rss_kb() / 1024
     except Exception as exc:  # one failed run must not lose the others
         record["error"] = f"{type(exc).__name__}: {exc}"
         traceback.print_exc(file=sys.stderr)
@@ -141,8 +142,6 @@ def metric(run: dict[str, Any], phase: str, name: str) -> float | None:
     result = run.get(phase)
     if result is None or result.get("incomplete"):
         return None
-    if name == "peak_rss_mb":
-        return run.get("peak_rss_mb")
     if name.startswith("p") and name[1:2].isdigit() or name in ("avg_ms", "max_ms"):
         latency = result.get("latency")
         if latency is None:
@@ -157,6 +156,7 @@ PHASE_METRICS = {
     "produce": ("records_per_s", "mb_per_s", "p50", "p99", "p99_9", "cpu_s_per_gb"),
     "consume": ("records_per_s", "mb_per_s", "cpu_s_per_gb"),
     "e2e": ("p50", "p95", "p99", "p99_9", "max_ms"),
+    "broker_stats": ("ready_s", "idle_rss_mb", "peak_rss_mb"),
 }
 
 
@@ -165,7 +165,7 @@ def summarize(runs: list[dict[str, Any]], cells: list[str]) -> list[dict[str, An
     rows = []
     for cell in cells:
         for phase, names in PHASE_METRICS.items():
-            for name in (*names, "peak_rss_mb") if phase == "produce" else names:
+            for name in names:
                 a = _values(runs, cell, "A", phase, name)
                 b = _values(runs, cell, "B", phase, name)
                 if not a and not b:

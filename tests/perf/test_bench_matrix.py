@@ -17,7 +17,8 @@ def run(side: str, repeat: int, produce_rate: float, consume_rate: float) -> dic
     latency = {"count": 3, "avg_ms": 2.0, "max_ms": 5.0,
                "percentiles_ms": {"p50": 1.0, "p95": 4.0, "p99": 5.0, "p99_9": 5.0}}
     return {
-        "side": side, "cell": "1KiB/acks=1/none/p1", "repeat": repeat, "peak_rss_mb": 100.0,
+        "side": side, "cell": "1KiB/acks=1/none/p1", "repeat": repeat,
+        "broker_stats": {"ready_s": 0.1, "idle_rss_mb": 20.0, "peak_rss_mb": 100.0},
         "produce": {"records_per_s": produce_rate, "mb_per_s": produce_rate / 1024,
                     "cpu_s_per_gb": 4.0, "latency": latency},
         "consume": {"records_per_s": consume_rate, "mb_per_s": consume_rate / 1024,
@@ -43,7 +44,8 @@ def test_medians_and_ratios() -> None:
     consume = row(rows, "consume", "records_per_s")
     assert (consume["a"], consume["b"], consume["ratio"]) == (200.0, 100.0, 2.0)
     assert row(rows, "produce", "p99")["a"] == 5.0
-    assert row(rows, "produce", "peak_rss_mb")["ratio"] == 1.0
+    assert row(rows, "broker_stats", "peak_rss_mb")["ratio"] == 1.0
+    assert row(rows, "broker_stats", "idle_rss_mb")["a"] == 20.0
     assert not [r for r in rows if r["phase"] == "consume" and r["metric"] == "p99"]
 
 
