@@ -1,0 +1,139 @@
+"""kafka-python 3.x KafkaAdminClient and aiokafka 0.14 AIOKafkaAdminClient against a
+`kbroker serve` subprocess: create/delete topics, describe and alter configs,
+create partitions, delete records, describe cluster and topics."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import NewPartitions as AioNewPartitions
+from aiokafka.admin import NewTopic as AioNewTopic
+from aiokafka.admin.config_resource import ConfigResource as AioConfigResource
+from aiokafka.admin.config_resource import ConfigResourceType as AioConfigResourceType
+from aiokafka.admin.records_to_delete import RecordsToDelete
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from kafka import KafkaProducer, TopicPartition
+from kafka.admin import (
+    ConfigResource,
+    ConfigResourceType,
+    KafkaAdminClient,
+    NewPartitions,
+    NewTopic,
+)
+from kafka.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+from kbroker.storage.log_config import KEYS
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def kp_admin(broker_process: Any) -> Iterator[KafkaAdminClient]:
+    admin = KafkaAdminClient(bootstrap_servers=broker_process.bootstrap_servers,
+                             request_timeout_ms=15000)
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def test_kafka_python_create_describe_alter_delete(kp_admin: KafkaAdminClient) -> None:
+    topic = _name("kp")
+    result = kp_admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"retention.ms": "5000"})])
+    created = result["topics"][0]
+    assert (created["error_code"], created["num_partitions"], created["replication_factor"]) == (0, 2, 1)
+    with pytest.raises(TopicAlreadyExistsError):
+        kp_admin.create_topics([NewTopic(topic, 2, 1)])
+    with pytest.raises(InvalidConfigurationError):
+        kp_admin.create_topics([NewTopic(_name("kp"), 1, 1, topic_configs={"nope": "1"})])
+
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+    everything = kp_admin.describe_configs([resource], config_filter="all")
+    configs = everything["topic"][topic]
+    assert set(configs) == {k.name for k in KEYS}
+    assert configs["retention.ms"]["value"] == "5000"
+    assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
+    modified = kp_admin.describe_configs([resource])["topic"][topic]
+    assert set(modified) == {"retention.ms"}
+
+    # kafka-python's alter_configs keeps the other overrides (it reads them first)
+    kp_admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                           configs={"max.message.bytes": "2000"})])
+    modified = kp_admin.describe_configs([resource])["topic"][topic]
+    assert {k: v["value"] for k, v in modified.items()} == {
+        "retention.ms": "5000", "max.message.bytes": "2000"}
+
+    broker = ConfigResource(ConfigResourceType.BROKER, "0")
+    broker_configs = kp_admin.describe_configs([broker], config_filter="all")["broker"]["0"]
+    assert broker_configs["num.partitions"]["value"] == "3"
+
+    deleted = kp_admin.delete_topics([topic])
+    assert deleted["topics"][0]["error_code"] == 0
+    with pytest.raises(UnknownTopicOrPartitionError):
+        kp_admin.delete_topics([topic])
+
+
+def test_kafka_python_partitions_records_cluster(kp_admin: KafkaAdminClient, broker_process: Any) -> None:
+    topic = _name("kpp")
+    kp_admin.create_topics([NewTopic(topic, 1, 1)])
+    kp_admin.create_partitions({topic: NewPartitions(3)})
+    with pytest.raises(InvalidPartitionsError):
+        kp_admin.create_partitions({topic: NewPartitions(2)})
+    described = kp_admin.describe_topics([topic])
+    assert [p["partition_index"] for p in described[0]["partitions"]] == [0, 1, 2]
+
+    producer = KafkaProducer(bootstrap_servers=broker_process.bootstrap_servers,
+                             enable_idempotence=False, acks=1)
+    try:
+        for i in range(5):
+            producer.send(topic, b"v%d" % i, partition=1)
+        producer.flush(15)
+    finally:
+        producer.close(5)
+    low = kp_admin.delete_records({TopicPartition(topic, 1): 3})
+    assert low[TopicPartition(topic, 1)]["low_watermark"] == 3
+
+    cluster = kp_admin.describe_cluster()
+    assert cluster["controller_id"] == 0 and [b["broker_id"] for b in cluster["brokers"]] == [0]
+
+
+def test_aiokafka_admin(broker_process: Any) -> None:
+    async def scenario() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker_process.bootstrap_servers,
+                                    request_timeout_ms=15000)
+        await admin.start()
+        try:
+            topic = _name("aio")
+            response = await admin.create_topics([AioNewTopic(topic, 2, 1,
+                                                              topic_configs={"retention.bytes": "4096"})])
+            assert [e[1] for e in response.topic_errors] == [0]
+            [described] = await admin.describe_configs(
+                [AioConfigResource(AioConfigResourceType.TOPIC, topic)])
+            _err, _msg, _type, _name_, entries = described.resources[0][:5]
+            values = {e[0]: e[1] for e in entries}
+            assert set(values) == {k.name for k in KEYS} and values["retention.bytes"] == "4096"
+            await admin.create_partitions({topic: AioNewPartitions(4)})
+            assert topic in await admin.list_topics()
+            low = await admin.delete_records({AioTopicPartition(topic, 0): RecordsToDelete(0)})
+            assert low == {AioTopicPartition(topic, 0): 0}
+            response = await admin.delete_topics([topic])
+            assert [e[1] for e in response.topic_error_codes] == [0]
+        finally:
+            await admin.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
