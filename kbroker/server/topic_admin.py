@@ -116,10 +116,22 @@ def find_topic(broker: BrokerState, name: str | None) -> TopicInfo:
     return info
 
 
+def check_not_internal(info: TopicInfo, action: str) -> None:
+    """Internal topics (__consumer_offsets, __transaction_state) belong to the coordinators,
+    which keep their partitions open and map keys onto the partition count: kbroker refuses
+    to delete or grow them (Kafka's brokers allow it; its TopicCommand refuses deletion)."""
+    if info.is_internal:
+        raise AdminError(
+            ErrorCode.INVALID_REQUEST,
+            f"Topic {info.name} is a Kafka internal topic and is not allowed to be {action}.",
+        )
+
+
 def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
     """Remove the topic's partition logs, then the topic."""
     if not broker.config.delete_topic_enable:
         raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+    check_not_internal(info, "marked for deletion")
     manager = broker.log_manager
     for p in range(info.partitions):
         tp = TopicPartition(info.name, p)
@@ -130,6 +142,7 @@ def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
 
 
 def check_new_partition_count(info: TopicInfo, count: int) -> None:
+    check_not_internal(info, "given more partitions")
     if count < info.partitions:
         raise AdminError(
             ErrorCode.INVALID_PARTITIONS,

@@ -23,6 +23,7 @@ from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest
 from kbroker.protocol.messages.describe_cluster import DescribeClusterRequest
 from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest
 from kbroker.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from kbroker.server.api_table import API_TABLE
 from kbroker.storage.log_config import KEYS
@@ -219,9 +220,11 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
         res(resource_type=4, resource_name="5", configuration_keys=None),
         res(resource_type=4, resource_name="", configuration_keys=None),
         res(resource_type=8, resource_name="0", configuration_keys=None),
+        res(resource_type=2, resource_name="dcf", configuration_keys=[]),
     ], include_synonyms=False)
-    topic, mine, other, default, logger = wire.call(request, 4).results
+    topic, mine, other, default, logger, empty = wire.call(request, 4).results
     assert [c.name for c in topic.configs] == ["retention.ms"]
+    assert len(empty.configs) == len(KEYS)  # an empty key list means all, as in Kafka
     names = {c.name: c for c in mine.configs}
     assert names["num.partitions"].value == "2" and names["num.partitions"].config_source == 4
     assert names["log.segment.bytes"].config_source == 5 and names["log.segment.bytes"].read_only
@@ -349,3 +352,14 @@ def test_admin_changes_survive_a_restart(tmp_path: Path) -> None:
         assert b.state.get_log("keep", 2).config.max_message_bytes == 4242
         configs = {c.name: c.value for c in _describe_topic(w, "keep").configs}
         assert (configs["retention.ms"], configs["max.message.bytes"]) == ("1000", "4242")
+
+
+def test_internal_topics_cannot_be_deleted_or_grown(wire: WireClient, broker: Broker) -> None:
+    assert broker.state is not None
+    wire.call(FindCoordinatorRequest(key="some-group", key_type=0), 3)  # creates __consumer_offsets
+    deleted = wire.call(DeleteTopicsRequest(topic_names=["__consumer_offsets"]), 5)
+    assert deleted.responses[0].error_code == ErrorCode.INVALID_REQUEST
+    grow = CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+        name="__consumer_offsets", count=100, assignments=None)])
+    assert wire.call(grow, 3).results[0].error_code == ErrorCode.INVALID_REQUEST
+    assert "__consumer_offsets" in broker.state.topics

@@ -7,7 +7,7 @@ clients read-modify-write it (librdkafka's AlterConfigs examples; another
 broker's empty list broke them). A BROKER resource (type 4) named by this
 broker's node.id lists the broker's configs; an empty name means the
 cluster-wide dynamic defaults, of which kbroker has none. `configuration_keys`
-narrows the list; unknown keys are left out (Kafka does the same). See
+narrows the list (null or empty: all); unknown keys are left out (as Kafka). See
 kbroker.server.config_describe for values and sources.
 
 Errors, per resource (Kafka 3.9 ConfigHelper.describeConfigs): unknown topic ->
@@ -77,7 +77,7 @@ def _describe(
     ctx: RequestContext, res: DescribeConfigsRequest.DescribeConfigsResource, docs: bool
 ) -> list[ConfigDescription]:
     broker = ctx.broker
-    keys = res.configuration_keys
+    keys = res.configuration_keys or None  # null or empty: all (Kafka's ConfigHelper)
     if res.resource_type == TOPIC:
         try:
             validate_topic_name(res.resource_name)
