@@ -173,7 +173,7 @@ class Connection:
             if avail - 4 < size:
                 self._need = size + 4 - avail
                 break
-            frame = bytearray(buf[pos + 4 : pos + 4 + size])  # writable: records are patched in place
+            frame = buf[pos + 4 : pos + 4 + size]  # a bytearray copy: records are patched in place
             pos += 4 + size
             self._handle_frame(frame)
         if pos and not self.closed:

@@ -347,3 +347,23 @@ def test_max_connections(kbroker_broker: Broker) -> None:
         with WireClient(bs) as c:
             assert c.is_closed_by_peer(timeout=5)
     wait_until_ready(bs, timeout=5)
+
+
+@pytest.mark.parametrize("version", [0, 2])
+def test_produce_v0_to_v2_is_advertised_but_refused(client: WireClient, version: int) -> None:
+    create_topic(client, "old")
+    p = produce(client, "old", 0, make_batch([b"x"]), version=version)
+    assert p.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert latest_offset(client, "old", 0).offset == 0
+
+
+@pytest.mark.parametrize("version", [3, 7, 8, 9, 10, 11])
+def test_produce_versions(client: WireClient, version: int) -> None:
+    create_topic(client, "versions")
+    before = latest_offset(client, "versions", 0).offset
+    p = produce(client, "versions", 0, make_batch([b"x", b"y"]), version=version)
+    assert (p.error_code, p.base_offset) == (0, before)
+    if version >= 5:
+        assert p.log_start_offset == 0
+    if version >= 8:
+        assert p.record_errors == [] and p.error_message is None
