@@ -367,3 +367,30 @@ def test_produce_versions(client: WireClient, version: int) -> None:
         assert p.log_start_offset == 0
     if version >= 8:
         assert p.record_errors == [] and p.error_message is None
+
+
+def test_handler_exception_answers_unknown_server_error(
+    client: WireClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    def boom(ctx: object, request: object) -> None:
+        raise RuntimeError("handler bug")
+
+    monkeypatch.setitem(API_TABLE, 0, dataclasses.replace(API_TABLE[0], handler=boom))
+    p = produce(client, "any", 0, make_batch([b"x"]))
+    assert p.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert client.call(ApiVersionsRequest(), 0).error_code == 0  # the connection lives on
+
+
+def test_handler_exception_without_error_shape_closes(
+    kbroker_broker: Broker, client: WireClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    async def boom(ctx: object, request: object) -> None:
+        raise RuntimeError("handler bug")
+
+    monkeypatch.setitem(API_TABLE, 3, dataclasses.replace(API_TABLE[3], handler=boom, error_response=None))
+    client.send(MetadataRequest(topics=None), 1)
+    assert_closed_and_broker_alive(client, kbroker_broker)
