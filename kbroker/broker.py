@@ -199,18 +199,22 @@ class Broker:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._periodic: list[asyncio.Task[None]] = []
+        self._bound: list[tuple[str, int]] = []
 
     # -- public API
 
     @property
     def bootstrap_servers(self) -> str:
-        if self.state is None or not self.state.endpoints:
+        """`host:port[,host:port]` of the bound listeners (port 0 resolved), once started."""
+        if not self._bound:
             raise RuntimeError("the broker is not started")
-        return ",".join(f"{_host_for_url(h)}:{p}" for h, p in self._bound_endpoints())
+        return ",".join(f"{_host_for_url(h)}:{p}" for h, p in self._bound)
 
     @property
     def port(self) -> int:
-        return self._bound_endpoints()[0][1]
+        if not self._bound:
+            raise RuntimeError("the broker is not started")
+        return self._bound[0][1]
 
     def start(self, timeout: float = 60.0) -> Broker:
         """Start in a background thread; return once the listeners accept connections."""
@@ -247,10 +251,9 @@ class Broker:
 
     # -- internals
 
-    def _bound_endpoints(self) -> list[tuple[str, int]]:
-        assert self.server is not None
+    def _bound_endpoints(self, server: Any) -> list[tuple[str, int]]:
         out = []
-        for bl in self.server.listeners:
+        for bl in server.listeners:
             host = bl.host or "127.0.0.1"
             if host in ("0.0.0.0", "::"):
                 host = "127.0.0.1"
@@ -284,6 +287,7 @@ class Broker:
             state.shutdown_logs()
             raise
         state.endpoints = _advertised(self.config, server)
+        self._bound = self._bound_endpoints(server)
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop_event.set)

@@ -11,9 +11,10 @@ asyncio transports and `loop.sendfile` are not used here).
 `queued_bytes` (bytes plus slice sizes not yet sent) lets the connection apply
 backpressure: it stops reading requests while too much output is pending.
 
-Caveat: a queued slice holds a segment's fd number, not a reference to the
-file; if retention deletes and closes that segment before the slice is sent,
-sendfile fails (or reads short) and the connection is closed.
+A queued slice holds a segment's fd number, not a reference to the file.
+Storage closes deleted segments only after `file.delete.delay.ms` (60 s by
+default, Kafka's rule), so a slice stays valid unless its send stalls longer;
+if sendfile then fails or reads short, the connection is closed.
 """
 
 from __future__ import annotations
