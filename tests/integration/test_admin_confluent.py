@@ -174,6 +174,7 @@ def test_describe_broker_configs(admin: AdminClient, broker_process: Any) -> Non
     assert configs["num.partitions"].is_read_only
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_alter_configs_replaces_the_overrides(admin: AdminClient) -> None:
     topic = _name("alter")
     _create(admin, NewTopic(topic, 1, 1, config={"retention.ms": "100000", "segment.bytes": "1048576"}))

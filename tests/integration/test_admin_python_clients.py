@@ -24,6 +24,7 @@ from kafka.admin import (
     KafkaAdminClient,
     NewPartitions,
     NewTopic,
+    OffsetSpec,
 )
 from kafka.errors import (
     InvalidConfigurationError,
@@ -137,3 +138,22 @@ def test_aiokafka_admin(broker_process: Any) -> None:
             await admin.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_kafka_python_describe_topic_partitions_paginates(kp_admin: KafkaAdminClient) -> None:
+    first, second = sorted([_name("dtp"), _name("dtp")])
+    kp_admin.create_topics([NewTopic(first, 3, 1), NewTopic(second, 2, 1)])
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = kp_admin.describe_topic_partitions([second, first], response_partition_limit=2,
+                                                  cursor=cursor)
+        pages += 1
+        seen += [(t["name"], p["partition_index"]) for t in page["topics"] for p in t["partitions"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [(first, 0), (first, 1), (first, 2), (second, 0), (second, 1)]
+    # kafka-python's list_partition_offsets (ListOffsets)
+    offsets = kp_admin.list_partition_offsets({TopicPartition(first, 0): OffsetSpec.LATEST})
+    assert offsets[TopicPartition(first, 0)].offset == 0
