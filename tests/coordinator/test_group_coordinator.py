@@ -255,3 +255,22 @@ def test_java_string_hash(name: str, expected: int) -> None:
         expected = sum(ord(c) * 31 ** (len(name) - 1 - i) for i, c in enumerate(name))
         expected = (expected + 2**31) % 2**32 - 2**31
     assert java_string_hash(name) == expected
+
+
+def test_offset_delete_refuses_subscribed_topics() -> None:
+    from kbroker.protocol.codec import Writer
+    from kbroker.protocol.messages.consumer_protocol_subscription import (
+        ConsumerProtocolSubscription,
+    )
+
+    w = Writer()
+    w.int16(1)
+    ConsumerProtocolSubscription(topics=["sub"]).encode(w, 1)
+    h = Harness()
+    a = h.join_new(protocols=[("range", w.to_bytes())])[0]
+    h.sync(a.member_id, 1, {})
+    om = OffsetAndMetadata(1, -1, "", 0)
+    h.coord.commit_offsets("g", a.member_id, None, 1, {("sub", 0): om, ("other", 0): om})
+    err, res = h.coord.delete_offsets("g", [("sub", 0), ("other", 0)])
+    assert err == E.NONE and res == {("sub", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE}
+    assert set(h.group().offsets) == {("sub", 0)}

@@ -30,19 +30,22 @@ def broker(broker_factory: Any) -> Any:
 
 
 def consumed(members: list[Member]) -> list[str]:
-    return [v for m in members for v in m.values]
+    """What the members read, without the warm-up records (read at least once while the
+    group forms: a partition that moves before a commit is read again, as it should be)."""
+    return [v for m in members for v in m.values if not v.startswith("w-")]
 
 
 def test_three_consumers_share_rebalance_commit_and_resume(broker: Any, record_property: Any) -> None:
     bs, topic, group = broker.bootstrap_servers, f"grp-{uuid.uuid4().hex[:8]}", "g-share"
-    first = values("a", 50)
-    produce(bs, topic, first)
+    produce(bs, topic, values("w", 1))
     members = [Member(bs, group, topic) for _ in range(3)]
     try:
         stable_s = poll_until(members, lambda: covers(members, PARTITIONS))
         record_property("three_consumers_stable_seconds", round(stable_s, 3))
         print(f"\n3 confluent-kafka consumers stable after {stable_s:.2f} s")
         assert all(len(m.assignment) == 2 for m in members)
+        first = values("a", 50)
+        produce(bs, topic, first)
         poll_until(members, lambda: len(consumed(members)) >= len(first))
         for m in members:
             m.commit()
