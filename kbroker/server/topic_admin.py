@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from kbroker.broker import BrokerState
 
 USE_DEFAULT = -1
+# Each partition is a directory with open segment files: a bound keeps one bad or
+# fuzzed request from trying to create millions of them (Kafka has no such bound).
+MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
 class AdminError(Exception):
@@ -66,7 +69,17 @@ def resolve_partitions(broker: BrokerState, num_partitions: int) -> int:
             ErrorCode.INVALID_PARTITIONS,
             "Number of partitions was set to an invalid non-positive value.",
         )
+    check_partition_limit(num_partitions)
     return num_partitions
+
+
+def check_partition_limit(count: int) -> None:
+    if count > MAX_PARTITIONS_PER_TOPIC:
+        raise AdminError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Number of partitions {count} exceeds kbroker's limit of {MAX_PARTITIONS_PER_TOPIC} "
+            "per topic.",
+        )
 
 
 def resolve_replication_factor(broker: BrokerState, replication_factor: int) -> int:
@@ -151,6 +164,7 @@ def check_new_partition_count(info: TopicInfo, count: int) -> None:
         )
     if count == info.partitions:
         raise AdminError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
+    check_partition_limit(count)
 
 
 def add_partitions(broker: BrokerState, info: TopicInfo, count: int) -> None:

@@ -117,6 +117,7 @@ def test_create_topics_checks(wire: WireClient) -> None:
         ("default", ErrorCode.NONE, 2),
         ("nullcfg", ErrorCode.INVALID_CONFIG, -1),
     ]
+    assert _create(wire, "huge", 2**31 - 1).error_code == ErrorCode.INVALID_PARTITIONS
     assert _create(wire, "a.b").error_code == ErrorCode.NONE
     assert _create(wire, "a_b").error_code == ErrorCode.INVALID_TOPIC_EXCEPTION  # collides
 

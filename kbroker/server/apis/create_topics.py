@@ -98,6 +98,7 @@ def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, vali
 def _from_assignments(
     ctx: RequestContext, assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
 ) -> tuple[int, int]:
+    topic_admin.check_partition_limit(len(assignments))
     indexes = sorted(a.partition_index for a in assignments)
     if indexes != list(range(len(assignments))):
         raise AdminError(
