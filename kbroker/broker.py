@@ -318,6 +318,7 @@ class Broker:
         for task in self._periodic:
             task.cancel()
         state.append_notifier.notify_all()
+        state.group_coordinator.shutdown()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR
         await server.drain(SHUTDOWN_GRACE_SECONDS)
         server.close_all()
         state.shutdown_logs()

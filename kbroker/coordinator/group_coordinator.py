@@ -117,7 +117,18 @@ class GroupCoordinator:
             self.loading = False
 
     def shutdown(self) -> None:
+        """Stop the timers; parked JoinGroup and SyncGroup requests get NOT_COORDINATOR, so
+        clients look for the coordinator again instead of holding the broker's shutdown."""
         self.timers.close()
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._cancel_heartbeat(member)
+                if member.await_join is not None:
+                    cb, member.await_join = member.await_join, None
+                    cb(JoinResult(E.NOT_COORDINATOR, member.member_id))
+                if member.await_sync is not None:
+                    scb, member.await_sync = member.await_sync, None
+                    scb(SyncResult(E.NOT_COORDINATOR))
 
     def _check_group_id(self, group_id: str | None) -> int:
         if self.loading:

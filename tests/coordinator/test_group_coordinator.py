@@ -274,3 +274,13 @@ def test_offset_delete_refuses_subscribed_topics() -> None:
     err, res = h.coord.delete_offsets("g", [("sub", 0), ("other", 0)])
     assert err == E.NONE and res == {("sub", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE}
     assert set(h.group().offsets) == {("sub", 0)}
+
+
+def test_shutdown_answers_parked_requests() -> None:
+    h = Harness()
+    a = h.join_new()[0]
+    h.sync(a.member_id, 1, {})
+    parked = h.join_new()
+    assert parked == []
+    h.coord.shutdown()
+    assert parked[0].error_code == E.NOT_COORDINATOR

@@ -119,3 +119,27 @@ def test_offset_commit_fetch_shapes_and_delete(kbroker_broker: Any) -> None:
         assert c.call(OffsetFetchRequest(group_id="og", topics=None), 7).topics == []
         missing = c.call(OffsetDeleteRequest(group_id="nope", topics=[]), 0)
         assert missing.error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_shutdown_does_not_wait_for_parked_joins(tmp_path: Any) -> None:
+    import time
+
+    from kbroker.broker import Broker
+
+    broker = Broker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
+                     "group.initial.rebalance.delay.ms": "0"}).start()
+    try:
+        with WireClient(broker.bootstrap_servers) as a, WireClient(broker.bootstrap_servers) as b:
+            first = join(a, 3)
+            assert first.error_code == E.NONE
+            b.send(JoinGroupRequest(group_id="wg", session_timeout_ms=10000, rebalance_timeout_ms=60000,
+                                    member_id="", protocol_type="consumer", protocols=[
+                                        JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]), 3)
+            time.sleep(0.3)  # b is parked until a rejoins (up to the 60 s rebalance timeout)
+            start = time.monotonic()
+            broker.stop()
+            assert time.monotonic() - start < 5
+            _, parked = b.recv(JoinGroupRequest.API_KEY, 3)
+            assert parked.error_code == E.NOT_COORDINATOR
+    finally:
+        broker.stop()
