@@ -278,6 +278,6 @@ def test_model(tmp_path: object, seed: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(100, 120))
+@pytest.mark.parametrize("seed", range(100, 110))
 def test_model_long(tmp_path: object, seed: int) -> None:
-    run(str(tmp_path), seed, 5000)
+    run(str(tmp_path), seed, 4000)
