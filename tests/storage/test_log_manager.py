@@ -136,3 +136,25 @@ def test_rolled_segments_are_flushed_in_background(env: Env) -> None:
         log.append_as_leader(values_batch(4, size=60))
     env.manager._flusher.shutdown(wait=True)  # type: ignore[union-attr]
     assert log.recovery_point == log.active_segment.base_offset
+
+
+def test_unclean_start_recovers_every_partition_concurrently(tmp_path: object, time: MockTime) -> None:
+    cfg = LogConfig(segment_bytes=2048)
+    m = LogManager([str(tmp_path)], cfg, time, recovery_threads=4)
+    m.startup()
+    tps = [TopicPartition("t", i) for i in range(8)]
+    for tp in tps:
+        lg = m.get_or_create_log(tp, uuid.uuid4())
+        for _ in range(30):
+            lg.append_as_leader(values_batch(3, size=40))
+    m.abandon()
+    tail = os.path.join(str(tmp_path), "t-5", "00000000000000000000.log")
+    logs = sorted(f for f in os.listdir(os.path.dirname(tail)) if f.endswith(".log"))
+    last = os.path.join(os.path.dirname(tail), logs[-1])
+    os.truncate(last, os.path.getsize(last) - 1)
+    m = LogManager([str(tmp_path)], cfg, time, recovery_threads=4)
+    m.startup()
+    assert sorted(m.last_load_recovered) == tps
+    ends = {tp: m.get_log(tp).log_end_offset for tp in tps}  # type: ignore[union-attr]
+    assert ends == {tp: (87 if tp.partition == 5 else 90) for tp in tps}
+    m.shutdown()
