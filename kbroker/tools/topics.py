@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from kbroker.tools.common import (
+    EXIT_BROKER_ERROR,
+    Action,
+    UsageError,
+    connection_options,
+    error_code,
+    error_text,
+    run_action,
+)
+
 HELP = "list, describe, create, delete topics and alter their configs"
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-EXIT_BROKER_ERROR = 1
-EXIT_USAGE = 2
 
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
@@ -40,11 +46,7 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def configure_parser(topics: argparse.ArgumentParser) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                        help=f"the broker to talk to (default {DEFAULT_BOOTSTRAP})")
-    common.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="how long to wait for the broker (default 30)")
+    common = connection_options()
     topics.set_defaults(func=run)
     actions = topics.add_subparsers(dest="topics_action", metavar="ACTION", required=True)
 
@@ -82,26 +84,7 @@ def configure_parser(topics: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for `kbroker topics ...`."""
-    action: Callable[[Any, argparse.Namespace], int] = _ACTIONS[args.topics_action]
-    try:
-        admin = _admin(args.bootstrap_server)
-        return action(admin, args)
-    except UsageError as e:
-        print(f"kbroker topics: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as e:
-        print(f"kbroker topics: {_describe_error(e)}", file=sys.stderr)
-        return EXIT_BROKER_ERROR
-
-
-class UsageError(ValueError):
-    pass
-
-
-def _admin(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return run_action("topics", _ACTIONS, args.topics_action, args)
 
 
 def _list(admin: Any, args: argparse.Namespace) -> int:
@@ -129,7 +112,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             desc = described[name].result()
             entries = configs[res].result()
         except Exception as e:
-            print(f"kbroker topics: {name}: {_describe_error(e)}", file=sys.stderr)
+            print(f"kbroker topics: {name}: {error_text(e)}", file=sys.stderr)
             status = EXIT_BROKER_ERROR
             continue
         overrides = ",".join(f"{k}={e.value}" for k, e in sorted(entries.items()) if not e.is_default)
@@ -156,7 +139,7 @@ def _create(admin: Any, args: argparse.Namespace) -> int:
     try:
         future.result()
     except Exception as e:
-        if args.if_not_exists and _error_code(e) == KafkaError.TOPIC_ALREADY_EXISTS:
+        if args.if_not_exists and error_code(e) == KafkaError.TOPIC_ALREADY_EXISTS:
             return 0
         raise
     verb = "Validated" if args.validate_only else "Created"
@@ -174,9 +157,9 @@ def _delete(admin: Any, args: argparse.Namespace) -> int:
             futures[name].result()
             print(f"Deleted topic {name}.")
         except Exception as e:
-            if args.if_exists and _error_code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if args.if_exists and error_code(e) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
-            print(f"kbroker topics: {name}: {_describe_error(e)}", file=sys.stderr)
+            print(f"kbroker topics: {name}: {error_text(e)}", file=sys.stderr)
             status = EXIT_BROKER_ERROR
     return status
 
@@ -206,7 +189,7 @@ def _add_partitions(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-_ACTIONS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
+_ACTIONS: dict[str, Action] = {
     "list": _list,
     "describe": _describe,
     "create": _create,
@@ -224,16 +207,3 @@ def _pairs(items: list[str]) -> dict[str, str]:
             raise UsageError(f"expected KEY=VALUE, got {item!r}")
         out[key.strip()] = value.strip()
     return out
-
-
-def _error_code(e: Exception) -> int | None:
-    err = e.args[0] if e.args else None
-    code = getattr(err, "code", None)
-    return code() if callable(code) else None
-
-
-def _describe_error(e: Exception) -> str:
-    err: Any = e.args[0] if e.args else None
-    if hasattr(err, "name") and hasattr(err, "str"):
-        return f"{err.name()}: {err.str()}"
-    return str(e) or type(e).__name__

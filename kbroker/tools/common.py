@@ -1,0 +1,62 @@
+"""What the `kbroker topics` / `kbroker groups` style admin tools share: the
+--bootstrap-server/--timeout options, a confluent-kafka AdminClient, running one
+action with Kafka-style exit codes, and KafkaError rendering."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+EXIT_BROKER_ERROR = 1
+EXIT_USAGE = 2
+
+Action = Callable[[Any, argparse.Namespace], int]
+
+
+class UsageError(ValueError):
+    """Bad arguments the parser could not catch (exit status 2)."""
+
+
+def connection_options() -> argparse.ArgumentParser:
+    """A parent parser with --bootstrap-server and --timeout."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                        help=f"the broker to talk to (default {DEFAULT_BOOTSTRAP})")
+    common.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="how long to wait for the broker (default 30)")
+    return common
+
+
+def admin_client(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+
+
+def run_action(tool: str, actions: Mapping[str, Action], name: str, args: argparse.Namespace) -> int:
+    """Run actions[name] with an AdminClient: 0 ok, 1 broker error, 2 usage error."""
+    try:
+        return actions[name](admin_client(args.bootstrap_server), args)
+    except UsageError as e:
+        print(f"kbroker {tool}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:
+        print(f"kbroker {tool}: {error_text(e)}", file=sys.stderr)
+        return EXIT_BROKER_ERROR
+
+
+def error_code(e: BaseException) -> int | None:
+    """The KafkaError code inside a KafkaException, else None."""
+    err: Any = e.args[0] if e.args else None
+    code = getattr(err, "code", None)
+    return code() if callable(code) else None
+
+
+def error_text(e: BaseException) -> str:
+    err: Any = e.args[0] if e.args else None
+    if err is not None and hasattr(err, "name") and hasattr(err, "str"):
+        return f"{err.name()}: {err.str()}"
+    return str(e) or type(e).__name__
