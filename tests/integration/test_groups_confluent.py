@@ -165,3 +165,35 @@ def test_rebalance_time_report(broker: Any, tmp_path: Any) -> None:
         with open(out, "w") as f:
             json.dump(results, f)
     assert results["default"] < 15
+
+
+def test_live_group_survives_broker_sigkill(broker_factory: Any) -> None:
+    """Consumers stay up while the broker is SIGKILLed and restarted on the same port: the
+    group (members, generation, assignment) and its offsets come back from the log."""
+    bp = broker_factory({"num.partitions": str(PARTITIONS)}).start()
+    bs, topic, group = bp.bootstrap_servers, f"live-{uuid.uuid4().hex[:8]}", "g-live"
+    produce(bs, topic, values("w", 1))
+    members = [Member(bs, group, topic, **{"reconnect.backoff.max.ms": 200}) for _ in range(2)]
+    try:
+        poll_until(members, lambda: covers(members, PARTITIONS))
+        first = values("a", 10)
+        produce(bs, topic, first)
+        poll_until(members, lambda: len(consumed(members)) >= len(first))
+        for m in members:
+            m.commit()
+        bp.kill()
+        port = bs.rsplit(":", 1)[1]
+        bp2 = broker_factory({"num.partitions": str(PARTITIONS), "listeners": f"PLAINTEXT://127.0.0.1:{port}"},
+                             log_dir=bp.log_dir).start()
+        second = values("b", 5)
+        produce(bp2.bootstrap_servers, topic, second)
+        poll_until(members, lambda: len(consumed(members)) >= len(first) + len(second), timeout=60)
+        for m in members:
+            m.commit()
+        time.sleep(0.5)
+        for m in members:
+            m.poll_once(0.2)
+        assert sorted(consumed(members)) == sorted(v for _, v in first + second)
+    finally:
+        for m in members:
+            m.close()
