@@ -318,3 +318,28 @@ def test_describe_cluster_and_topics(admin: AdminClient, broker_process: Any) ->
     assert all(p.leader.id == 0 and [r.id for r in p.isr] == [0] for p in desc.partitions)
     assert desc.topic_id is not None
     assert _error(described[missing]) == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_segment_bytes_and_retention_bytes_applied_live(broker_factory: Any) -> None:
+    bp = broker_factory({"log.retention.check.interval.ms": "200"}).start()
+    admin = AdminClient({"bootstrap.servers": bp.bootstrap_servers})
+    topic = _name("retbytes")
+    _create(admin, NewTopic(topic, 1, 1))  # segment.bytes 1 GiB: one segment
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("segment.bytes", "1024", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result()
+    delivered = _produce(bp.bootstrap_servers, topic, [b"b" * 400] * 10, **{"batch.num.messages": 1})
+    assert not [m for m in delivered if isinstance(m, KafkaError)], delivered
+    segments = list((bp.log_dir / f"{topic}-0").glob("*.log"))
+    assert len(segments) >= 4  # rolled at the new segment.bytes
+    c = Consumer({"bootstrap.servers": bp.bootstrap_servers, "group.id": "unused"})
+    try:
+        tp = TopicPartition(topic, 0)
+        time.sleep(0.5)
+        assert c.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 10)
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("retention.bytes", "1500", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result()
+        _wait_for(lambda: c.get_watermark_offsets(tp, timeout=TIMEOUT)[0] >= 6)
+    finally:
+        c.close()
