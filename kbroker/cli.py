@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from kbroker import __version__
 from kbroker.config import ConfigError, load_properties_file, parse_override
+from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
 
 EXIT_CONFIG_ERROR = 2
@@ -66,6 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                              Callable[[argparse.Namespace], int]]] = {
     "serve": ("run a broker", _serve_parser, _serve),
+    "groups": (groups_cli.HELP, groups_cli.configure_parser, groups_cli.run),
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
 }
 

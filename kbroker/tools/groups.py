@@ -1,0 +1,208 @@
+"""`kbroker groups`: consumer groups of any Kafka-compatible broker over the Kafka
+protocol (confluent-kafka's AdminClient), in the spirit of kafka-consumer-groups.sh.
+
+    kbroker groups list                 [--bootstrap-server HOST:PORT] [--state STATE]...
+    kbroker groups describe GROUP...    (members, assignments, committed offsets and lag)
+    kbroker groups delete GROUP...
+    kbroker groups reset-offsets GROUP --topic TOPIC
+                   (--to-earliest | --to-latest | --to-offset N) [--execute]
+
+`describe` prints kafka-consumer-groups.sh's columns: GROUP TOPIC PARTITION
+CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID. `reset-offsets`
+prints the plan and changes nothing unless --execute is given (the group must have
+no active members, as in Kafka). Exit status: 0 on success, 1 when the broker
+reports an error, 2 for bad arguments.
+
+The `kbroker` CLI wires it in as SUBCOMMANDS["groups"] = (HELP, configure_parser, run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kbroker.tools.common import (
+    EXIT_BROKER_ERROR,
+    Action,
+    UsageError,
+    connection_options,
+    error_text,
+    run_action,
+)
+
+HELP = "list, describe, delete consumer groups and reset their offsets"
+COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+           "CONSUMER-ID", "HOST", "CLIENT-ID")
+
+
+def configure_parser(groups: argparse.ArgumentParser) -> None:
+    common = connection_options()
+    groups.set_defaults(func=run)
+    actions = groups.add_subparsers(dest="groups_action", metavar="ACTION", required=True)
+
+    p = actions.add_parser("list", parents=[common], help="list groups and their states")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help="only groups in this state (Empty, Stable, ...; repeatable)")
+
+    p = actions.add_parser("describe", parents=[common], help="members, offsets and lag")
+    p.add_argument("group", nargs="+")
+
+    p = actions.add_parser("delete", parents=[common], help="delete groups with no members")
+    p.add_argument("group", nargs="+")
+
+    p = actions.add_parser("reset-offsets", parents=[common], help="move a group's committed offsets")
+    p.add_argument("group")
+    p.add_argument("--topic", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int, metavar="N")
+    p.add_argument("--execute", action="store_true", help="apply (default: only print the plan)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point for `kbroker groups ...`."""
+    return run_action("groups", _ACTIONS, args.groups_action, args)
+
+
+def _list(admin: Any, args: argparse.Namespace) -> int:
+    from confluent_kafka import ConsumerGroupState
+
+    states = set()
+    for s in args.state:
+        try:
+            states.add(ConsumerGroupState[_state_key(s)])
+        except KeyError:
+            raise UsageError(f"unknown group state {s!r}") from None
+    kwargs: dict[str, Any] = {"request_timeout": args.timeout}
+    if states:
+        kwargs["states"] = states
+    result = admin.list_consumer_groups(**kwargs).result()
+    for g in sorted(result.valid, key=lambda g: g.group_id):
+        print(f"{g.group_id}\t{_state_name(g.state)}")
+    for err in result.errors:
+        print(f"kbroker groups: {error_text(err)}", file=sys.stderr)
+    return EXIT_BROKER_ERROR if result.errors else 0
+
+
+def _state_key(s: str) -> str:
+    """"PreparingRebalance" -> "PREPARING_REBALANCE" (confluent-kafka's enum names)."""
+    out = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(s.replace("_", "")))
+    return out.upper()
+
+
+def _state_name(state: Any) -> str:
+    return "".join(w.capitalize() for w in state.name.split("_"))
+
+
+def _describe(admin: Any, args: argparse.Namespace) -> int:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    status = 0
+    described = admin.describe_consumer_groups(list(args.group), request_timeout=args.timeout)
+    for group in args.group:
+        try:
+            desc = described[group].result()
+            offsets = admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=args.timeout)[group].result()
+        except Exception as e:
+            print(f"kbroker groups: {group}: {error_text(e)}", file=sys.stderr)
+            status = EXIT_BROKER_ERROR
+            continue
+        owner = {}
+        for m in desc.members:
+            for tp in m.assignment.topic_partitions:
+                owner[(tp.topic, tp.partition)] = (m.member_id, m.host, m.client_id)
+        committed = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
+        ends = _log_end_offsets(args.bootstrap_server, set(committed) | set(owner), args.timeout)
+        print(f"\nGroup {group} ({_state_name(desc.state)}, {len(desc.members)} members)")
+        rows: list[tuple[str, ...]] = [COLUMNS]
+        for topic, partition in sorted(set(committed) | set(owner)):
+            current = committed.get((topic, partition), -1)
+            end = ends.get((topic, partition), -1)
+            lag = end - current if current >= 0 and end >= 0 else "-"
+            member, host, client = owner.get((topic, partition), ("-", "-", "-"))
+            rows.append((group, topic, str(partition), str(current) if current >= 0 else "-",
+                         str(end) if end >= 0 else "-", str(lag), member, host, client))
+        _print_table(rows)
+    return status
+
+
+def _log_end_offsets(bootstrap: str, tps: set[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    if not tps:
+        return {}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kbroker-groups-cli",
+                  "enable.auto.commit": False, "log_level": 3})
+    try:
+        return {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=timeout)[1] for tp in tps}
+    finally:
+        c.close()
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(" ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _delete(admin: Any, args: argparse.Namespace) -> int:
+    status = 0
+    for group, future in admin.delete_consumer_groups(list(args.group), request_timeout=args.timeout).items():
+        try:
+            future.result()
+            print(f"Deleted group {group}")
+        except Exception as e:
+            print(f"kbroker groups: {group}: {error_text(e)}", file=sys.stderr)
+            status = EXIT_BROKER_ERROR
+    return status
+
+
+def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    metadata = admin.list_topics(args.topic, timeout=args.timeout)
+    topic = metadata.topics.get(args.topic)
+    if topic is None or topic.error is not None:
+        raise UsageError(f"unknown topic {args.topic}")
+    targets = {}
+    for partition in sorted(topic.partitions):
+        low, high = _watermarks(args.bootstrap_server, args.topic, partition, args.timeout)
+        if args.to_earliest:
+            targets[partition] = low
+        elif args.to_latest:
+            targets[partition] = high
+        else:
+            targets[partition] = min(max(args.to_offset, low), high)
+    rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+    rows += [(args.group, args.topic, str(p), str(o)) for p, o in targets.items()]
+    _print_table(rows)
+    if not args.execute:
+        print("(dry run: add --execute to apply)")
+        return 0
+    request = ConsumerGroupTopicPartitions(
+        args.group, [TopicPartition(args.topic, p, o) for p, o in targets.items()])
+    admin.alter_consumer_group_offsets([request], request_timeout=args.timeout)[args.group].result()
+    return 0
+
+
+def _watermarks(bootstrap: str, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kbroker-groups-cli",
+                  "enable.auto.commit": False, "log_level": 3})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        return int(low), int(high)
+    finally:
+        c.close()
+
+
+_ACTIONS: dict[str, Action] = {
+    "list": _list,
+    "describe": _describe,
+    "delete": _delete,
+    "reset-offsets": _reset_offsets,
+}
