@@ -51,7 +51,7 @@ _PREFIX = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 MAX_PENDING_RESPONSES = 64
 MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
-_RECV_CHUNK = 256 * 1024
+_RECV_CHUNK = 64 * 1024
 
 
 class _Slot:
@@ -83,7 +83,8 @@ class Connection:
         self.last_active_ms = server.broker.time.monotonic_ms()
         self.closed = False
         self._inbuf = bytearray()
-        self._need = 4
+        self._rbuf = bytearray(_RECV_CHUNK)  # reused by every recv_into: no allocation per read
+        self._rview = memoryview(self._rbuf)
         self._pending: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
@@ -137,18 +138,18 @@ class Connection:
 
     def _on_readable(self) -> None:
         try:
-            data = self.sock.recv(max(_RECV_CHUNK, min(self._need, 16 * _RECV_CHUNK)))
+            n = self.sock.recv_into(self._rbuf)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
             log.debug("connection %s: recv failed: %s", self.peer, e)
             self.close()
             return
-        if not data:
+        if not n:
             self.close()
             return
         self.last_active_ms = self.server.broker.time.monotonic_ms()
-        self._inbuf += data
+        self._inbuf += self._rview[:n]
         self._process_input()
 
     def _process_input(self) -> None:
@@ -160,7 +161,6 @@ class Connection:
                 break
             avail = len(buf) - pos
             if avail < 4:
-                self._need = 4 - avail
                 break
             (size,) = _PREFIX.unpack_from(buf, pos)
             if size < 0 or size > self.max_request_bytes:
@@ -171,7 +171,6 @@ class Connection:
                 self.close()
                 return
             if avail - 4 < size:
-                self._need = size + 4 - avail
                 break
             frame = buf[pos + 4 : pos + 4 + size]  # a bytearray copy: records are patched in place
             pos += 4 + size

@@ -394,3 +394,25 @@ def test_handler_exception_without_error_shape_closes(
     monkeypatch.setitem(API_TABLE, 3, dataclasses.replace(API_TABLE[3], handler=boom, error_response=None))
     client.send(MetadataRequest(topics=None), 1)
     assert_closed_and_broker_alive(client, kbroker_broker)
+
+
+@pytest.mark.parametrize("kbroker_config", [{"message.max.bytes": "2000000"}])
+def test_large_produce_and_fetch_through_a_slow_reader(client: WireClient) -> None:
+    import time
+
+    create_topic(client, "big")
+    batches = [make_batch([os.urandom(900_000)]) for _ in range(8)]
+    # One 7 MB Produce request of 8 batches, arriving in many recv chunks.
+    records = b"".join(batches)
+    assert produce(client, "big", 0, records).error_code == 0
+    cid = client.send(fetch_request("big", {0: 0}, max_bytes=16 << 20, pmax=16 << 20), 12)
+    time.sleep(0.5)  # the broker's socket buffer fills: sendfile hits EAGAIN and resumes
+    got, resp = client.recv(1, 12)
+    p = resp.responses[0].partitions[0]
+    assert got == cid and p.error_code == 0 and p.high_watermark == 8
+    data = bytes(p.records)
+    assert len(data) == len(records)
+    for i, batch in enumerate(batches):
+        chunk = data[i * len(batch):(i + 1) * len(batch)]
+        assert struct.unpack(">q", chunk[:8])[0] == i
+        assert chunk[12:] == batch[12:]
