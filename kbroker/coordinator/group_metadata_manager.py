@@ -164,6 +164,8 @@ class GroupMetadataManager:
             group.offsets = group_offsets
             if value is not None:
                 _restore(group, value, now_ms)
+            else:  # offsets only (simple commits): retention counts from each commit
+                group.state_timestamp = -1
             self.groups[group_id] = group
             if group.members:
                 with_members.append(group)

@@ -81,6 +81,7 @@ class OffsetsTopic:
         if plog is None:
             raise RuntimeError(f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no log")
         plog.append_as_leader(build_batch(records, self.broker.time.milliseconds()), leader_epoch=0)
+        self.broker.append_notifier.notify(plog.topic_partition)
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Every (key, value) record of every partition, in log order per partition."""
