@@ -1,8 +1,8 @@
 """kafka-python 3.x against a `kbroker serve` subprocess.
 
-enable_idempotence=False: kafka-python 3 turns idempotence on by default, which
-needs InitProducerId; that API belongs to the idempotence issue and is not
-advertised yet.
+The codec matrix runs with enable_idempotence=False to test the plain
+Produce/Fetch path; `test_default_producer_settings` runs kafka-python 3's
+defaults (idempotence on, acks=all), which need InitProducerId.
 """
 
 from __future__ import annotations
@@ -52,3 +52,24 @@ def test_produce_and_consume_with_assign(broker_process, codec: str | None) -> N
         for j, i in enumerate(range(1, 40, 2))
     ]
     assert got == expected
+
+
+def test_default_producer_settings(broker_process) -> None:
+    bs = broker_process.bootstrap_servers
+    topic = f"kp-default-{uuid.uuid4().hex[:8]}"
+    p = KafkaProducer(bootstrap_servers=bs)
+    try:
+        assert p.config["enable_idempotence"] is True
+        offsets = [p.send(topic, b"v%d" % i, partition=0).get(timeout=30).offset for i in range(10)]
+    finally:
+        p.close(timeout=10)
+    assert offsets == list(range(10))
+    c = KafkaConsumer(bootstrap_servers=bs, enable_auto_commit=False, consumer_timeout_ms=5000)
+    try:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        values = [m.value for _, m in zip(range(10), c, strict=False)]
+    finally:
+        c.close()
+    assert values == [b"v%d" % i for i in range(10)]
