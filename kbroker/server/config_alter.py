@@ -8,7 +8,9 @@ TOPIC (2) that does not exist -> UNKNOWN_TOPIC_OR_PARTITION; an unknown or
 ill-typed config -> INVALID_CONFIG; a BROKER (4) resource must name this
 broker (INVALID_REQUEST otherwise) and, since kbroker has no dynamically
 updatable broker configs, any change to it -> INVALID_CONFIG ("Cannot update
-these configs dynamically"); other resource types -> INVALID_REQUEST.
+these configs dynamically"); BROKER_LOGGER (8) levels change live through
+IncrementalAlterConfigs (kbroker.server.broker_loggers); other resource types
+-> INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -19,15 +21,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kbroker.protocol.error_code import ErrorCode
-from kbroker.server import topic_admin
+from kbroker.server import broker_loggers, topic_admin
+from kbroker.server.config_describe import ResourceType
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 from kbroker.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
-
-TOPIC = 2
-BROKER = 4
 
 # (resource, its current overrides, its current effective config) -> new overrides
 Planner = Callable[[Any, dict[str, str], LogConfig], dict[str, str]]
@@ -41,7 +41,8 @@ class Outcome(NamedTuple):
 
 
 def alter_resources(
-    ctx: RequestContext, resources: Sequence[Any], plan: Planner, validate_only: bool
+    ctx: RequestContext, resources: Sequence[Any], plan: Planner, validate_only: bool,
+    incremental: bool,
 ) -> list[Outcome]:
     """Alter each resource (having resource_type, resource_name and configs)."""
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
@@ -50,7 +51,7 @@ def alter_resources(
         try:
             if counts[(res.resource_type, res.resource_name)] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            _alter(ctx, res, plan, validate_only)
+            _alter(ctx, res, plan, validate_only, incremental)
             out.append(Outcome(res.resource_type, res.resource_name, ErrorCode.NONE, None))
         except AdminError as e:
             out.append(Outcome(res.resource_type, res.resource_name, e.error_code, e.message))
@@ -61,9 +62,14 @@ def alter_resources(
     return out
 
 
-def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) -> None:
+def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool,
+           incremental: bool) -> None:
     broker = ctx.broker
-    if res.resource_type == BROKER:
+    if res.resource_type == ResourceType.BROKER_LOGGER:
+        topic_admin.check_broker_name(broker, res.resource_name)
+        broker_loggers.alter(res.configs, incremental, validate_only)
+        return
+    if res.resource_type == ResourceType.BROKER:
         if res.resource_name != "":
             topic_admin.check_broker_name(broker, res.resource_name)
         if res.configs:
@@ -74,7 +80,7 @@ def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) ->
                 "broker configs; set them in server.properties)",
             )
         return
-    if res.resource_type != TOPIC:
+    if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
     info = topic_admin.find_topic(broker, res.resource_name)
     overrides = plan(res, dict(info.configs), broker.log_config_for(info))

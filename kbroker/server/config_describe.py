@@ -26,6 +26,14 @@ from kbroker.config import DEFAULT_LOG_DIR, TOPIC_CONFIG_SYNONYMS, BrokerConfig
 from kbroker.storage.log_config import KEYS, LogConfig, render
 
 
+class ResourceType(IntEnum):
+    """Config resource types (Kafka's ConfigResource.Type) that kbroker answers for."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
 class ConfigSource(IntEnum):
     """DescribeConfigsResponse's ConfigSource (Kafka's DescribeConfigsResponse.ConfigSource)."""
 
@@ -35,6 +43,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 class ConfigType(IntEnum):

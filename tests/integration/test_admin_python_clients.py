@@ -82,6 +82,9 @@ def test_kafka_python_create_describe_alter_delete(kp_admin: KafkaAdminClient) -
     broker = ConfigResource(ConfigResourceType.BROKER, "0")
     broker_configs = kp_admin.describe_configs([broker], config_filter="all")["broker"]["0"]
     assert broker_configs["num.partitions"]["value"] == "3"
+    loggers = ConfigResource(ConfigResourceType.BROKER_LOGGER, "0")
+    levels = kp_admin.describe_configs([loggers], config_filter="all")["broker_logger"]["0"]
+    assert levels["root"]["value"] == "INFO"
 
     deleted = kp_admin.delete_topics([topic])
     assert deleted["topics"][0]["error_code"] == 0

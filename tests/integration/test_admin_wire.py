@@ -5,6 +5,7 @@ DescribeConfigs v0 and documentation) and persistence across a restart."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,10 +221,10 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
         res(resource_type=4, resource_name="0", configuration_keys=None),
         res(resource_type=4, resource_name="5", configuration_keys=None),
         res(resource_type=4, resource_name="", configuration_keys=None),
-        res(resource_type=8, resource_name="0", configuration_keys=None),
+        res(resource_type=16, resource_name="metrics", configuration_keys=None),
         res(resource_type=2, resource_name="dcf", configuration_keys=[]),
     ], include_synonyms=False)
-    topic, mine, other, default, logger, empty = wire.call(request, 4).results
+    topic, mine, other, default, metrics, empty = wire.call(request, 4).results
     assert [c.name for c in topic.configs] == ["retention.ms"]
     assert len(empty.configs) == len(KEYS)  # an empty key list means all, as in Kafka
     names = {c.name: c for c in mine.configs}
@@ -231,7 +232,7 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
     assert names["log.segment.bytes"].config_source == 5 and names["log.segment.bytes"].read_only
     assert other.error_code == ErrorCode.INVALID_REQUEST
     assert (default.error_code, default.configs) == (ErrorCode.NONE, [])
-    assert logger.error_code == ErrorCode.INVALID_REQUEST
+    assert metrics.error_code == ErrorCode.INVALID_REQUEST  # CLIENT_METRICS: not supported
 
 
 @pytest.mark.parametrize("version", _versions(33))
@@ -364,3 +365,38 @@ def test_internal_topics_cannot_be_deleted_or_grown(wire: WireClient, broker: Br
         name="__consumer_offsets", count=100, assignments=None)])
     assert wire.call(grow, 3).results[0].error_code == ErrorCode.INVALID_REQUEST
     assert "__consumer_offsets" in broker.state.topics
+
+
+def test_broker_logger_levels_are_described_and_set_live(wire: WireClient) -> None:
+    logger = logging.getLogger("kbroker.server.apis.create_topics")
+    before = logger.level
+    res = DescribeConfigsRequest.DescribeConfigsResource
+    try:
+        described = wire.call(DescribeConfigsRequest(resources=[res(
+            resource_type=8, resource_name="0", configuration_keys=None)]), 4).results[0]
+        levels = {c.name: (c.value, c.config_source) for c in described.configs}
+        assert "root" in levels and levels["kbroker.server.apis.create_topics"][1] == 6
+
+        def alter(*ops: IncOp, version: int = 1) -> int:
+            request = IncrementalAlterConfigsRequest(resources=[IncResource(
+                resource_type=8, resource_name="0", configs=list(ops))])
+            return int(wire.call(request, version).responses[0].error_code)
+
+        name = "kbroker.server.apis.create_topics"
+        assert alter(IncOp(name=name, config_operation=SET, value="TRACE")) == ErrorCode.NONE
+        assert logger.level == 5
+        again = wire.call(DescribeConfigsRequest(resources=[res(
+            resource_type=8, resource_name="0", configuration_keys=[name])]), 4).results[0]
+        assert [(c.name, c.value) for c in again.configs] == [(name, "TRACE")]
+        assert alter(IncOp(name=name, config_operation=DELETE, value=None)) == ErrorCode.NONE
+        assert logger.level == logging.NOTSET
+        assert alter(IncOp(name=name, config_operation=SET, value="LOUD")) == ErrorCode.INVALID_CONFIG
+        assert alter(IncOp(name="no.such", config_operation=SET, value="INFO")) == ErrorCode.INVALID_CONFIG
+        assert alter(IncOp(name="root", config_operation=DELETE, value=None)) == ErrorCode.INVALID_REQUEST
+        assert alter(IncOp(name=name, config_operation=APPEND, value="INFO")) == ErrorCode.INVALID_REQUEST
+        legacy = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=8, resource_name="0",
+            configs=[AlterConfigsRequest.AlterableConfig(name=name, value="INFO")])])
+        assert wire.call(legacy, 2).responses[0].error_code == ErrorCode.INVALID_REQUEST
+    finally:
+        logger.setLevel(before)

@@ -20,7 +20,8 @@ Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    outcomes = alter_resources(ctx, request.resources, _replace, request.validate_only)
+    outcomes = alter_resources(ctx, request.resources, _replace, request.validate_only,
+                               incremental=False)
     return AlterConfigsResponse(responses=responses(outcomes, Result))
 
 

@@ -6,14 +6,15 @@ source and (include_synonyms, v1+) synonyms, its type (v3+) and, when asked
 clients read-modify-write it (librdkafka's AlterConfigs examples; another
 broker's empty list broke them). A BROKER resource (type 4) named by this
 broker's node.id lists the broker's configs; an empty name means the
-cluster-wide dynamic defaults, of which kbroker has none. `configuration_keys`
+cluster-wide dynamic defaults, of which kbroker has none. A BROKER_LOGGER
+resource (type 8) lists the log levels (kbroker.server.broker_loggers). `configuration_keys`
 narrows the list (null or empty: all); unknown keys are left out (as Kafka). See
 kbroker.server.config_describe for values and sources.
 
 Errors, per resource (Kafka 3.9 ConfigHelper.describeConfigs): unknown topic ->
 UNKNOWN_TOPIC_OR_PARTITION, illegal name -> INVALID_TOPIC_EXCEPTION, another
 broker's id or a non-integer id -> INVALID_REQUEST, other resource types
-(BROKER_LOGGER, CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
+(CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from kbroker.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
-from kbroker.server import topic_admin
+from kbroker.server import broker_loggers, topic_admin
 from kbroker.server.config_describe import (
     ConfigDescription,
     ConfigSource,
+    ResourceType,
     describe_broker,
     describe_topic,
 )
@@ -42,8 +44,6 @@ Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
 Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
 
-TOPIC = 2
-BROKER = 4
 
 
 def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
@@ -78,7 +78,7 @@ def _describe(
 ) -> list[ConfigDescription]:
     broker = ctx.broker
     keys = res.configuration_keys or None  # null or empty: all (Kafka's ConfigHelper)
-    if res.resource_type == TOPIC:
+    if res.resource_type == ResourceType.TOPIC:
         try:
             validate_topic_name(res.resource_name)
         except InvalidTopicError as e:
@@ -90,11 +90,14 @@ def _describe(
             )
         config = broker.log_config_for(info)
         return describe_topic(info.configs, config, broker.config, keys, docs)
-    if res.resource_type == BROKER:
+    if res.resource_type == ResourceType.BROKER:
         if res.resource_name == "":
             return []
         topic_admin.check_broker_name(broker, res.resource_name)
         return describe_broker(broker.config, keys, docs)
+    if res.resource_type == ResourceType.BROKER_LOGGER:
+        topic_admin.check_broker_name(broker, res.resource_name)
+        return broker_loggers.describe(keys)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
 
 

@@ -34,7 +34,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    outcomes = alter_resources(ctx, request.resources, _apply_ops, request.validate_only)
+    outcomes = alter_resources(ctx, request.resources, _apply_ops, request.validate_only,
+                               incremental=True)
     return IncrementalAlterConfigsResponse(responses=responses(outcomes, Result))
 
 
