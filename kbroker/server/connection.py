@@ -16,7 +16,9 @@ are pending or too many response bytes are queued, and resumes as they drain.
 
 Protocol errors close the connection, as Kafka does: an undecodable header or
 body, an unknown API key, an unsupported version of any API but ApiVersions
-(which answers UNSUPPORTED_VERSION with a v0 body instead). A handler that
+(which answers UNSUPPORTED_VERSION with a v0 body instead). A handler may
+answer CLOSE_CONNECTION: earlier responses are sent, then the connection
+closes (a failed acks=0 Produce, as Kafka does, so the producer notices). A handler that
 raises is logged; the client gets UNKNOWN_SERVER_ERROR where the API has
 per-item error codes, else the connection is closed. The server lives on.
 """
@@ -39,7 +41,7 @@ from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.server.api_table import API_TABLE, ApiSpec
 from kbroker.server.apis import api_versions
-from kbroker.server.request_context import RequestContext
+from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 from kbroker.server.response_writer import ResponseWriter
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ _RECV_CHUNK = 64 * 1024
 
 
 class _Slot:
-    __slots__ = ("api_key", "version", "correlation_id", "done", "parts")
+    __slots__ = ("api_key", "version", "correlation_id", "done", "parts", "close_after")
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
@@ -63,6 +65,7 @@ class _Slot:
         self.correlation_id = correlation_id
         self.done = False
         self.parts: list[Any] | None = None
+        self.close_after = False
 
 
 class Connection:
@@ -89,6 +92,7 @@ class Connection:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
         self._draining = False  # shutting down: no new requests
+        self._close_after_drain = False
         self.writer = ResponseWriter(self.loop, sock, self._on_write_error, self._on_drained)
         self._resume_reading()
 
@@ -264,7 +268,9 @@ class Connection:
     def _complete(self, slot: _Slot, response: Any) -> None:
         if self.closed:
             return
-        if response is not None:
+        if response is CLOSE_CONNECTION:
+            slot.close_after = True
+        elif response is not None:
             try:
                 slot.parts = self._encode(slot, response)
             except Exception:
@@ -292,12 +298,23 @@ class Connection:
         pending = self._pending
         while pending and pending[0].done and not self.closed:
             slot = pending.popleft()
+            if slot.close_after:
+                self._close_when_sent()
+                return
             if slot.parts is not None:
                 self.writer.send(slot.parts)
-        if self._reading is False and not self._overloaded():
+        if self._reading is False and not self._overloaded() and not self._draining:
             self._resume_reading()
             if self._inbuf and self._reading:
                 self.loop.call_soon(self._process_input)
+
+    def _close_when_sent(self) -> None:
+        """Send what earlier requests produced, then close; later requests are dropped."""
+        self.stop_reading()
+        self._pending.clear()
+        self._close_after_drain = True
+        if self.writer.idle:
+            self.close()
 
     # -- output callbacks
 
@@ -307,6 +324,9 @@ class Connection:
 
     def _on_drained(self) -> None:
         self.last_active_ms = self.server.broker.time.monotonic_ms()
+        if self._close_after_drain:
+            self.close()
+            return
         if not self._reading and not self._overloaded() and not self.closed:
             self._resume_reading()
             if self._inbuf and self._reading:

@@ -9,6 +9,16 @@ if TYPE_CHECKING:
     from kbroker.broker import BrokerState
 
 
+class _CloseConnection:
+    def __repr__(self) -> str:
+        return "CLOSE_CONNECTION"
+
+
+# A handler's answer meaning: no response; close the connection once the
+# responses of earlier requests are sent.
+CLOSE_CONNECTION = _CloseConnection()
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     broker: BrokerState

@@ -118,6 +118,15 @@ def test_acks_zero_gets_no_response(client: WireClient) -> None:
     assert latest_offset(client, topic, 0).offset == 2
 
 
+def test_failed_acks_zero_closes_after_earlier_responses(kbroker_broker: Broker, client: WireClient) -> None:
+    frames = encode_request(ApiVersionsRequest(), 0, 1)
+    frames += encode_request(produce_request("no-such-topic", 0, make_batch([b"a"]), acks=0), 9, 2)
+    frames += encode_request(ApiVersionsRequest(), 0, 3)
+    client.send_raw(frames)
+    assert client.recv(18, 0)[0] == 1
+    assert_closed_and_broker_alive(client, kbroker_broker)
+
+
 # -- ApiVersions ------------------------------------------------------------------
 
 

@@ -5,7 +5,8 @@ frame, never decoded here) goes to Log.append_as_leader, which validates the
 batches (CRC32C, sizes, max.message.bytes), assigns offsets and stores them,
 or stores nothing and raises an error carrying `.error_code`. The append
 happens synchronously inside `handle`, so pipelined Produce requests on one
-connection append in request order. acks=0 gets no response; acks=1 and
+connection append in request order. acks=0 gets no response (and a closed
+connection if any partition failed, as Kafka does); acks=1 and
 acks=-1 (all) are the same on a single broker (the ISR is this broker).
 Parked Fetch requests on the partition are woken after each append.
 
@@ -20,7 +21,7 @@ import logging
 
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from kbroker.server.request_context import RequestContext
+from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ RecordError = ProduceResponse.BatchIndexAndErrorMessage
 MIN_IMPLEMENTED_VERSION = 3
 
 
-def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | object | None:
     version = ctx.api_version
     acks = request.acks
     responses = []
@@ -46,7 +47,10 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | No
                 partitions.append(_append(ctx, topic.name, pd))
         responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
-        return None
+        # Kafka closes the connection when an acks=0 request fails, so the producer
+        # sees something went wrong and refreshes its metadata.
+        failed = any(p.error_code for t in responses for p in t.partition_responses)
+        return CLOSE_CONNECTION if failed else None
     return ProduceResponse(responses=responses)
 
 
@@ -89,9 +93,9 @@ def _error(index: int, code: int, message: str | None = None) -> PartitionRespon
     )
 
 
-def error_response(request: ProduceRequest, version: int, code: int) -> ProduceResponse | None:
+def error_response(request: ProduceRequest, version: int, code: int) -> ProduceResponse | object:
     if request.acks == 0:
-        return None
+        return CLOSE_CONNECTION
     return ProduceResponse(
         responses=[
             TopicResponse(
