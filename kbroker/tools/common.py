@@ -5,6 +5,7 @@ action with Kafka-style exit codes, and KafkaError rendering."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,9 +32,16 @@ def connection_options() -> argparse.ArgumentParser:
 
 
 def admin_client(bootstrap: str) -> Any:
+    """An AdminClient whose librdkafka log lines (one per failed connect attempt) are
+    dropped: a failure is reported once, by run_action."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    quiet = logging.getLogger("kbroker.tools.librdkafka")
+    quiet.propagate = False
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 3, "logger": quiet}
+    return AdminClient(conf)
 
 
 def run_action(tool: str, actions: Mapping[str, Action], name: str, args: argparse.Namespace) -> int:
