@@ -237,6 +237,9 @@ class GroupCoordinator:
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
+        if member.await_join is not None:  # a retry: the earlier request is answered, not lost
+            stale, member.await_join = member.await_join, None
+            stale(JoinResult(E.REBALANCE_IN_PROGRESS, member.member_id))
         member.await_join = callback
         self._rebalance(group, f"member {member.member_id} rejoined")
 
@@ -358,6 +361,9 @@ class GroupCoordinator:
         if group.is_(STABLE):
             callback(SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name))
             return
+        if member.await_sync is not None:  # a retry: the earlier request is answered, not lost
+            stale_sync, member.await_sync = member.await_sync, None
+            stale_sync(SyncResult(E.REBALANCE_IN_PROGRESS))
         member.await_sync = callback
         if member_id != group.leader_id:
             return

@@ -284,3 +284,15 @@ def test_shutdown_answers_parked_requests() -> None:
     assert parked == []
     h.coord.shutdown()
     assert parked[0].error_code == E.NOT_COORDINATOR
+
+
+def test_retried_join_answers_the_earlier_request() -> None:
+    h = Harness()
+    a = h.join_new()[0]
+    h.sync(a.member_id, 1, {})
+    b_id = h.join()[0].member_id
+    first = h.join(member_id=b_id)  # parked: a has not rejoined yet
+    retry = h.join(member_id=b_id)  # the client gave up on it and sent JoinGroup again
+    assert first[0].error_code == E.REBALANCE_IN_PROGRESS and retry == []
+    h.join(member_id=a.member_id)
+    assert retry[0].error_code == E.NONE and retry[0].generation_id == 2
