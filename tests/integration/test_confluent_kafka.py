@@ -143,3 +143,24 @@ def test_produce_to_unknown_topic_without_auto_create(broker_factory) -> None:
     p.produce("does-not-exist", b"x", on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     assert errors and errors[0] is not None
+
+
+def test_admin_list_offsets(broker_process) -> None:
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    bs = broker_process.bootstrap_servers
+    topic = f"adm-lo-{uuid.uuid4().hex[:8]}"
+    base = 1_700_000_000_000
+    produce_all(bs, topic, [{"value": b"v", "partition": 0, "timestamp": base + 1000 * i} for i in range(5)],
+                **{"linger.ms": 0, "batch.num.messages": 1})
+    admin = AdminClient({"bootstrap.servers": bs})
+    tp = TopicPartition(topic, 0)
+    cases = [
+        (OffsetSpec.earliest(), 0, -1),
+        (OffsetSpec.latest(), 5, -1),
+        (OffsetSpec.max_timestamp(), 4, base + 4000),
+        (OffsetSpec.for_timestamp(base + 2500), 3, base + 3000),
+    ]
+    for spec, offset, timestamp in cases:
+        result = admin.list_offsets({tp: spec}, request_timeout=10)[tp].result()
+        assert (result.offset, result.timestamp) == (offset, timestamp), spec
