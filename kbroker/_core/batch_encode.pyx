@@ -96,7 +96,12 @@ def murmur2(data) -> int:
 
 def partition_for_key(key, int num_partitions) -> int:
     """The partition the Java client and librdkafka's murmur2_random choose for a key."""
-    return (<uint32_t>murmur2(key) & 0x7FFFFFFF) % num_partitions
+    cdef Py_buffer view
+    PyObject_GetBuffer(key, &view, PyBUF_ANY_CONTIGUOUS)
+    try:
+        return (murmur2_c(<const unsigned char *>view.buf, view.len) & 0x7FFFFFFF) % num_partitions
+    finally:
+        PyBuffer_Release(&view)
 
 
 # --- column access -------------------------------------------------------------

@@ -37,7 +37,16 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from kbroker.client import TopicPartition
 from kbroker.spark.offsets import (
@@ -59,9 +68,18 @@ log = logging.getLogger(__name__)
 
 FORMAT = "kbroker"
 
-KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
-                "timestamp timestamp, timestampType int")
-HEADERS_FIELD = "headers array<struct<key: string, value: binary>>"
+
+
+def kafka_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source schema (every field nullable, as in Spark)."""
+    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
+              StructField("topic", StringType()), StructField("partition", IntegerType()),
+              StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+              StructField("timestampType", IntegerType())]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType(fields)
 
 
 class KafkaInputPartition(InputPartition):
@@ -212,9 +230,9 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         headers = str(self.options.get("includeheaders", "false")).strip().lower() == "true"
-        return KAFKA_SCHEMA + (", " + HEADERS_FIELD if headers else "")
+        return kafka_schema(headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(dict(self.options), schema)

@@ -1,0 +1,248 @@
+"""The "kbroker" Spark data source against an embedded kbroker broker.
+
+Data is produced with confluent-kafka (an independent client) and read back
+through Spark: batch reads, options, streaming with maxOffsetsPerTrigger,
+failOnDataLoss after retention removed offsets, and writes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbroker.broker import Broker
+from kbroker.client import TopicPartition
+from kbroker.spark.offsets import rate_limit
+
+ck = pytest.importorskip("confluent_kafka")
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+
+def produce(servers: str, topic: str, n: int, *, headers: bool = True, **conf: Any,
+            ) -> dict[tuple[int, int], dict[str, Any]]:
+    """n records with keys, values, some headers and explicit timestamps; returns them by
+    (partition, offset) as the broker acknowledged them."""
+    producer = ck.Producer({"bootstrap.servers": servers, "linger.ms": 2, **conf})
+    acked: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def delivered(sent: dict[str, Any]) -> Any:
+        def on_delivery(err: Any, msg: Any) -> None:
+            assert err is None, err
+            acked[(msg.partition(), msg.offset())] = {**sent, "timestamp": msg.timestamp()[1]}
+        return on_delivery
+
+    for i in range(n):
+        hdrs = [("i", b"%d" % i), ("none", None)] if headers and i % 2 else None
+        key, value = (b"k%d" % i if i % 5 else None), b"value-%d" % i
+        sent = {"key": key, "value": value,
+                "headers": [{"key": k, "value": v} for k, v in hdrs] if hdrs else None}
+        producer.produce(topic, key=key, value=value, headers=hdrs,
+                         timestamp=1_700_000_000_000 + i, on_delivery=delivered(sent))
+    assert producer.flush(30) == 0
+    assert len(acked) == n
+    return acked
+
+
+def read(spark: Any, servers: str, **options: str) -> Any:
+    reader = spark.read.format("kbroker").option("kafka.bootstrap.servers", servers)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def test_batch_read_matches_what_was_produced(spark: Any, broker: Broker, topic: str) -> None:
+    servers = broker.bootstrap_servers
+    acked = produce(servers, topic, 600)
+    df = read(spark, servers, subscribe=topic, includeHeaders="true")
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    rows = df.collect()
+    assert len(rows) == 600
+    got = {}
+    for r in rows:
+        assert r.topic == topic and r.timestampType == 0
+        got[(r.partition, r.offset)] = {
+            "key": r.key, "value": r.value,
+            "timestamp": round(r.timestamp.timestamp() * 1000),
+            "headers": None if r.headers is None else
+            [{"key": h.key, "value": h.value} for h in r.headers]}
+    got = {k: {**v, "key": None if v["key"] is None else bytes(v["key"]),
+               "value": bytes(v["value"]),
+               "headers": v["headers"] and [{"key": h["key"], "value": None if h["value"] is None
+                                             else bytes(h["value"])} for h in v["headers"]]}
+           for k, v in got.items()}
+    assert got == acked
+    assert {p for p, _ in acked} == {0, 1, 2}
+    assert "headers" not in read(spark, servers, subscribe=topic).columns
+
+
+def test_offsets_options(spark: Any, broker: Broker, topic: str) -> None:
+    servers = broker.bootstrap_servers
+    acked = produce(servers, topic, 300, headers=False)
+    counts = {p: sum(1 for q, _ in acked if q == p) for p in range(3)}
+    df = read(spark, servers, assign=json.dumps({topic: [0, 2]}),
+              startingOffsets=json.dumps({topic: {"0": 5, "2": -2}}),
+              endingOffsets=json.dumps({topic: {"0": 10, "2": -1}}))
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(5, 10)] + [(2, o) for o in range(counts[2])]
+
+    pattern = read(spark, servers, subscribePattern=topic.rsplit("-", 1)[0] + "-.*",
+                   minPartitions="6").where(f"topic = '{topic}'")
+    assert 6 <= pattern.rdd.getNumPartitions() <= 8  # a hint, split in proportion (as Spark)
+    assert pattern.count() == 300
+
+    middle = 1_700_000_000_000 + 150
+    by_ts = read(spark, servers, subscribe=topic, startingTimestamp=str(middle))
+    assert by_ts.count() == sum(1 for v in acked.values() if v["timestamp"] >= middle)
+
+    with pytest.raises(Exception, match="startingOffsets=latest"):
+        read(spark, servers, subscribe=topic, startingOffsets="latest").collect()
+    with pytest.raises(Exception, match="exactly one of"):
+        read(spark, servers, subscribe=topic, assign=json.dumps({topic: [0]})).collect()
+
+
+def run_available_now(spark: Any, servers: str, topic: str, checkpoint: Path, out: Path,
+                      **options: str) -> Any:
+    """One availableNow run into a parquet file sink at `out` (recoverable from the
+    checkpoint, unlike the memory sink)."""
+    reader = (spark.readStream.format("kbroker").option("kafka.bootstrap.servers", servers)
+              .option("subscribe", topic))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (reader.load().selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return query
+
+
+def test_streaming_max_offsets_per_trigger(spark: Any, broker: Broker, topic: str,
+                                           tmp_path: Path) -> None:
+    servers = broker.bootstrap_servers
+    acked = produce(servers, topic, 500, headers=False)
+    ends = {TopicPartition(topic, p): sum(1 for q, _ in acked if q == p) for p in range(3)}
+    query = run_available_now(spark, servers, topic, tmp_path / "ckpt", tmp_path / "out",
+                              startingOffsets="earliest", maxOffsetsPerTrigger="120")
+    steps = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    expect = []
+    start = {tp: 0 for tp in ends}
+    while start != ends:  # Spark's proportional rounding, step by step
+        nxt = rate_limit(120, start, ends)
+        expect.append(sum(nxt[tp] - start[tp] for tp in ends))
+        start = nxt
+    assert steps == expect
+    assert all(s <= 120 for s in steps) and sum(steps) == 500
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted((r.partition, r.offset) for r in rows) == sorted(acked)
+
+    # the checkpoint holds Spark's offset JSON: {"topic": {"partition": next offset}}
+    offset_files = sorted((p for p in (tmp_path / "ckpt" / "offsets").iterdir()
+                           if p.name.isdigit()), key=lambda p: int(p.name))
+    last = json.loads(offset_files[-1].read_text().splitlines()[-1])
+    assert last == {topic: {str(tp.partition): n for tp, n in sorted(ends.items())}}
+
+    # more data, same checkpoint: only the new records
+    produce(servers, topic, 50, headers=False)
+    query = run_available_now(spark, servers, topic, tmp_path / "ckpt", tmp_path / "out")
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 50
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 550
+
+
+@pytest.fixture
+def small_retention_broker(tmp_path: Path) -> Any:
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
+             "num.partitions": "1", "log.segment.bytes": "1024",
+             "log.retention.bytes": "2048", "log.retention.check.interval.ms": "100"}
+    with Broker(props) as b:
+        yield b
+
+
+def wait_log_start(servers: str, topic: str, above: int, timeout_s: float = 30.0) -> int:
+    from kbroker.client import KafkaClient
+
+    tp = TopicPartition(topic, 0)
+    with KafkaClient(servers) as client:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            earliest = client.list_offsets({tp: -2})[tp]
+            if earliest > above:
+                return earliest
+            time.sleep(0.1)
+    raise AssertionError(f"log start offset of {tp} stayed <= {above}")
+
+
+def test_fail_on_data_loss_after_retention(spark: Any, small_retention_broker: Broker,
+                                           topic: str, tmp_path: Path) -> None:
+    servers = small_retention_broker.bootstrap_servers
+    produce(servers, topic, 5, headers=False, **{"linger.ms": 0})
+    run_available_now(spark, servers, topic, tmp_path / "ckpt", tmp_path / "out",
+                      startingOffsets="earliest")
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 5
+
+    producer = ck.Producer({"bootstrap.servers": servers, "linger.ms": 0})
+    for i in range(60):  # one small batch each: many segments, the old ones deleted
+        producer.produce(topic, value=b"later-%d" % i)
+        producer.flush(10)
+    earliest = wait_log_start(servers, topic, 5)
+
+    shutil.copytree(tmp_path / "ckpt", tmp_path / "ckpt2")
+    shutil.copytree(tmp_path / "out", tmp_path / "out2")
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        run_available_now(spark, servers, topic, tmp_path / "ckpt", tmp_path / "out")
+    run_available_now(spark, servers, topic, tmp_path / "ckpt2", tmp_path / "out2",
+                      failOnDataLoss="false")
+    offsets = sorted(r.offset for r in spark.read.parquet(str(tmp_path / "out2")).collect()
+                     if r.offset >= 5)  # the second run: from the log start on
+    assert offsets[0] >= earliest
+    assert offsets == list(range(offsets[0], 65))
+    # batch reads check it too
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        read(spark, servers, subscribe=topic,
+             startingOffsets=json.dumps({topic: {"0": 0}})).collect()
+
+
+def test_write_then_read_back(spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:
+    from kbroker._core.batch_encode import partition_for_key
+
+    servers = broker.bootstrap_servers
+    source = spark.createDataFrame(
+        [(f"user-{i}" if i % 4 else None, f"payload-{i}", i % 3 if i % 10 == 0 else None)
+         for i in range(400)], "key string, value string, partition int")
+    (source.write.format("kbroker").mode("append").option("kafka.bootstrap.servers", servers)
+     .option("topic", topic).save())
+    rows = read(spark, servers, subscribe=topic).collect()
+    assert sorted(bytes(r.value).decode() for r in rows) == sorted(f"payload-{i}"
+                                                                  for i in range(400))
+    for r in rows:
+        i = int(bytes(r.value).decode().split("-")[1])
+        if i % 10 == 0:
+            assert r.partition == i % 3
+        elif r.key is not None:
+            assert r.partition == partition_for_key(bytes(r.key), 3)
+
+    # a streaming write of the same rows, with headers, to a topic column
+    target = topic + "-copy"
+    query = (spark.readStream.format("kbroker").option("kafka.bootstrap.servers", servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("includeHeaders", "true").load()
+             .selectExpr("key", "value", f"'{target}' AS topic",
+                         "array(named_struct('key', 'src', 'value', CAST(offset AS STRING)"
+                         "::binary)) AS headers")
+             .writeStream.format("kbroker").option("kafka.bootstrap.servers", servers)
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    copied = read(spark, servers, subscribe=target, includeHeaders="true").collect()
+    assert len(copied) == 400
+    assert all(r.headers[0].key == "src" for r in copied)
