@@ -292,7 +292,9 @@ class Broker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop_event.set)
         self._start_periodic(state)
-        listening = ", ".join(f"{bl.name}://{_host_for_url(bl.host)}:{bl.port}" for bl in server.listeners)
+        listening = ", ".join(
+            f"{bl.name}://{_host_for_url(bl.bound_host)}:{bl.port}" for bl in server.listeners
+        )
         log.info("kbroker listening on %s (log.dirs=%s)", listening, ",".join(self.config.log_dirs))
         self._ready.set()
         try:

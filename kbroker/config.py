@@ -286,7 +286,7 @@ _KEYS: tuple[_Key, ...] = (
 
 # Keys that combine: handled in BrokerConfig.from_props, not by _KEYS.
 _COMBINED = {
-    "log.dirs", "log.dir", "broker.id",
+    "log.dirs", "log.dir", "broker.id", "listener.security.protocol.map", "controller.listener.names",
     "log.retention.ms", "log.retention.minutes", "log.retention.hours",
     "log.roll.ms", "log.roll.hours",
 }
@@ -303,8 +303,8 @@ _IGNORED = frozenset(
     transaction.state.log.replication.factor transaction.state.log.min.isr
     transaction.state.log.segment.bytes zookeeper.connect zookeeper.connection.timeout.ms
     zookeeper.session.timeout.ms process.roles controller.quorum.voters
-    controller.quorum.bootstrap.servers controller.listener.names inter.broker.listener.name
-    listener.security.protocol.map security.inter.broker.protocol replica.lag.time.max.ms
+    controller.quorum.bootstrap.servers inter.broker.listener.name
+    security.inter.broker.protocol replica.lag.time.max.ms
     replica.fetch.max.bytes replica.socket.timeout.ms auto.leader.rebalance.enable
     leader.imbalance.check.interval.seconds metadata.log.dir metric.reporters
     metrics.num.samples metrics.sample.window.ms request.timeout.ms group.coordinator.rebalance.protocols
@@ -418,7 +418,9 @@ class BrokerConfig:
         values["log_roll_ms"] = _roll_ms(props)
         if not values["listeners"]:
             raise ConfigError("listeners must name at least one listener")
-        _check_listeners(values["listeners"], values["advertised_listeners"])
+        values["listeners"], values["advertised_listeners"] = _client_listeners(
+            props, values["listeners"], values["advertised_listeners"]
+        )
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
             log.warning("message.max.bytes exceeds socket.request.max.bytes")
         return cls(**values, props=dict(props))
@@ -501,19 +503,43 @@ def _roll_ms(props: Mapping[str, str]) -> int:
     return _to_int("log.roll.hours", props.get("log.roll.hours", "168"), 1, 2**31 - 1) * 3_600_000
 
 
-def _check_listeners(
-    listeners: tuple[Listener, ...], advertised: tuple[Listener, ...] | None
-) -> None:
-    for lst in listeners:
-        if lst.name not in ("PLAINTEXT",):
+_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+
+def _client_listeners(
+    props: Mapping[str, str],
+    listeners: tuple[Listener, ...],
+    advertised: tuple[Listener, ...] | None,
+) -> tuple[tuple[Listener, ...], tuple[Listener, ...] | None]:
+    """The listeners kbroker serves: KRaft controller listeners are dropped (a single
+    kbroker node has no controller quorum), the rest must map to PLAINTEXT through
+    `listener.security.protocol.map`, so a stock Kafka server.properties starts."""
+    key = "listener.security.protocol.map"
+    protocols: dict[str, str] = {}
+    for item in _to_list(props.get(key, _DEFAULT_PROTOCOL_MAP)):
+        name, sep, proto = item.partition(":")
+        if not sep or not name.strip() or not proto.strip():
+            raise ConfigError(f"invalid value {item!r} for {key}: expected NAME:PROTOCOL")
+        protocols[name.strip().upper()] = proto.strip().upper()
+    controllers = {n.upper() for n in _to_list(props.get("controller.listener.names", ""))}
+    served = tuple(x for x in listeners if x.name not in controllers)
+    if not served:
+        raise ConfigError("listeners must name at least one listener for clients")
+    for lst in served:
+        if lst.name not in protocols:
+            raise ConfigError(f"listeners: {lst.name} is not in {key}")
+        if protocols[lst.name] != "PLAINTEXT":
             raise ConfigError(
-                f"invalid value for listeners: {lst} (only PLAINTEXT listeners are supported)"
+                f"invalid value for listeners: {lst} uses {protocols[lst.name]}; "
+                "only PLAINTEXT is supported"
             )
     if advertised:
-        names = {x.name for x in listeners}
+        advertised = tuple(a for a in advertised if a.name not in controllers)
+        names = {x.name for x in served}
         for adv in advertised:
             if adv.name not in names:
                 raise ConfigError(f"advertised.listeners names {adv.name}, which is not in listeners")
+    return served, advertised
 
 
 def broker_config(config: BrokerConfig | Mapping[str, str] | None) -> BrokerConfig:

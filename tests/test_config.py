@@ -128,3 +128,52 @@ def test_parse_override() -> None:
     assert parse_override("a.b=c=d") == ("a.b", "c=d")
     with pytest.raises(ConfigError):
         parse_override("novalue")
+
+
+KAFKA_KRAFT_PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_stock_kafka_kraft_server_properties(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        c = BrokerConfig.from_props(parse_properties(KAFKA_KRAFT_PROPERTIES))
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert c.listeners == (Listener("PLAINTEXT", "", 9092),)
+    assert c.advertised_listeners == (Listener("PLAINTEXT", "localhost", 9092),)
+    assert c.node_id == 1 and c.log_dirs == ("/tmp/kraft-combined-logs",)
+
+
+def test_named_listeners_need_a_plaintext_mapping() -> None:
+    c = BrokerConfig.from_props({
+        "listeners": "CLIENT://127.0.0.1:0",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT",
+    })
+    assert c.listeners[0].name == "CLIENT"
+    with pytest.raises(ConfigError, match="listener"):
+        BrokerConfig.from_props({"listeners": "CLIENT://127.0.0.1:0"})
+    with pytest.raises(ConfigError, match="PLAINTEXT"):
+        BrokerConfig.from_props({
+            "listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:SSL",
+        })

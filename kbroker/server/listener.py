@@ -35,6 +35,7 @@ class BoundListener:
         self.sock = _bind(listener.host, listener.port)
         self.port: int = self.sock.getsockname()[1]
         self.host = listener.host
+        self.bound_host: str = self.sock.getsockname()[0]
         server.loop.add_reader(self.sock.fileno(), self._on_acceptable)
 
     @property
