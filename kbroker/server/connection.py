@@ -154,7 +154,14 @@ class Connection:
             return
         self.last_active_ms = self.server.broker.time.monotonic_ms()
         self._inbuf += self._rview[:n]
-        self._process_input()
+        self._guarded_process_input()
+
+    def _guarded_process_input(self) -> None:
+        try:
+            self._process_input()
+        except Exception:  # a bug here must cost one connection, not the server
+            log.exception("connection %s: closing after an internal error", self.peer)
+            self.close()
 
     def _process_input(self) -> None:
         buf = self._inbuf
@@ -306,7 +313,7 @@ class Connection:
         if self._reading is False and not self._overloaded() and not self._draining:
             self._resume_reading()
             if self._inbuf and self._reading:
-                self.loop.call_soon(self._process_input)
+                self.loop.call_soon(self._guarded_process_input)
 
     def _close_when_sent(self) -> None:
         """Send what earlier requests produced, then close; later requests are dropped."""
@@ -319,7 +326,10 @@ class Connection:
     # -- output callbacks
 
     def _on_write_error(self, exc: BaseException) -> None:
-        log.debug("connection %s: send failed: %s", self.peer, exc)
+        if isinstance(exc, OSError):
+            log.debug("connection %s: send failed: %s", self.peer, exc)
+        else:
+            log.error("connection %s: send failed", self.peer, exc_info=exc)
         self.close()
 
     def _on_drained(self) -> None:
@@ -330,7 +340,7 @@ class Connection:
         if not self._reading and not self._overloaded() and not self.closed:
             self._resume_reading()
             if self._inbuf and self._reading:
-                self.loop.call_soon(self._process_input)
+                self.loop.call_soon(self._guarded_process_input)
 
 
 def _name(api_key: int) -> str:

@@ -102,7 +102,7 @@ class ResponseWriter:
                 self._loop.add_writer(self._fd, self._on_writable)
                 self._waiting = True
             return
-        except OSError as e:
+        except Exception as e:  # OSError, or a bug: either way this connection is done
             self._on_error(e)
             return
         if self._waiting:
