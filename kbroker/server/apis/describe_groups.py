@@ -6,7 +6,7 @@ Stable; an unknown group is described as Dead with no error.
 
 from __future__ import annotations
 
-from kbroker.coordinator.group_metadata import GroupState
+from kbroker.coordinator.group_metadata import GroupState, MemberMetadata
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kbroker.server.apis.group_support import coordinator
@@ -43,9 +43,9 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
     return DescribeGroupsResponse(groups=out)
 
 
-def _metadata(member: object, protocol: str | None) -> bytes:
+def _metadata(member: MemberMetadata, protocol: str | None) -> bytes:
     try:
-        return member.metadata(protocol or "")  # type: ignore[attr-defined, no-any-return]
+        return member.metadata(protocol or "")
     except KeyError:
         return b""
 

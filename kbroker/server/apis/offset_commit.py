@@ -10,6 +10,8 @@ offset.metadata.max.bytes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
@@ -46,8 +48,7 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
 
 
-def _response(request: OffsetCommitRequest, error_of: object) -> OffsetCommitResponse:
-    assert callable(error_of)
+def _response(request: OffsetCommitRequest, error_of: Callable[[tuple[str, int]], int]) -> OffsetCommitResponse:
     return OffsetCommitResponse(topics=[
         Topic(name=t.name, partitions=[
             Partition(partition_index=p.partition_index, error_code=error_of((t.name, p.partition_index)))
