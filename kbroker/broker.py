@@ -39,12 +39,14 @@ from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
+from kbroker.storage.producer_state import expire_producers
 from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 10.0
+PRODUCER_ID_EXPIRATION_CHECK_S = 600.0  # Kafka's producer.id.expiration.check.interval.ms
 
 
 class AppendNotifier:
@@ -311,6 +313,9 @@ class Broker:
             asyncio.ensure_future(_every(60.0, state.log_manager.checkpoint)),
             asyncio.ensure_future(_every(self.config.offsets_retention_check_interval_ms / 1000,
                                          state.group_coordinator.expire_offsets)),
+            asyncio.ensure_future(_every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(
+                state.log_manager.all_logs().values(), self.time.milliseconds(),
+                self.config.producer_id_expiration_ms))),
         ]
 
     async def _shutdown(self, state: BrokerState, server: Any) -> None:

@@ -36,7 +36,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -222,6 +222,14 @@ class ProducerStateManager:
             log.info("%s: producer state for %d producers rebuilt from offset %d",
                      plog.topic_partition, len(self.producers), start)
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers silent for `expiration_ms` (producer.id.expiration.ms, by the
+        timestamp of their last batch, as Kafka). Returns how many went."""
+        doomed = [pid for pid, e in self.producers.items() if e.last_timestamp + expiration_ms < now_ms]
+        for pid in doomed:
+            del self.producers[pid]
+        return len(doomed)
+
     def invalidate(self, log_end_offset: int) -> None:
         """After a truncation: forget the state; snapshots above the new log end go."""
         self.loaded = False
@@ -295,6 +303,12 @@ class ProducerStateManager:
             log.warning("ignoring producer snapshot %s: %s", path, e)
             _unlink(path)
             return False
+
+
+def expire_producers(logs: Iterable[Log], now_ms: int, expiration_ms: int) -> int:
+    """remove_expired on every log whose producer state is loaded (the broker's periodic task)."""
+    return sum(lg.producer_state.remove_expired(now_ms, expiration_ms)
+               for lg in logs if lg.producer_state.loaded)
 
 
 def _headers(buf: memoryview) -> Iterator[BatchHeader]:

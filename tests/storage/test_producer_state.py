@@ -77,3 +77,14 @@ def test_truncation_forgets_truncated_batches(env: Env) -> None:
     assert log.log_end_offset == 6
     assert error_of(log, batch(9, 0, 8)) == E.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert append(log, batch(9, 0, 6)) == 6
+
+
+def test_silent_producers_expire(env: Env) -> None:
+    from kbroker.storage.producer_state import expire_producers
+
+    log = env.log
+    append(log, batch(11, 0, 0))  # make_batch stamps 1_700_000_000_000
+    ts = log.producer_state.producers[11].last_timestamp
+    assert expire_producers([log], ts + 1000, 1000) == 0
+    assert expire_producers([log], ts + 1001, 1000) == 1
+    assert error_of(log, batch(11, 0, 2)) == E.UNKNOWN_PRODUCER_ID
