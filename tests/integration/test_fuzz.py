@@ -1,8 +1,9 @@
 """Bounded fuzz: mutated frames of every implemented API; the broker answers or closes, and lives.
 
-Valid frames of each API (at a few versions) are mutated by hypothesis (byte
-flips, truncation, insertion, length-prefix changes); each mutated frame is
-sent on a fresh connection. Whatever happens to that connection, a normal
+Valid frames of each API in the API table (the core data APIs with real
+content at several versions, the others default-constructed at their lowest
+and highest version) are mutated by hypothesis (byte flips, truncation, insertion,
+length-prefix changes); each mutated frame is sent on a fresh connection. Whatever happens to that connection, a normal
 client must still get an ApiVersions answer afterwards.
 """
 
@@ -17,12 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbroker.broker import Broker
+from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest
 from kbroker.protocol.messages.fetch import FetchRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kbroker.protocol.messages.produce import ProduceRequest
+from kbroker.server.api_table import API_TABLE
 
 from .wire import WireClient, encode_request
 
@@ -42,6 +45,13 @@ def seed_frames() -> list[bytes]:
         topic="fuzz", partitions=[OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0)])])
     api_versions = ApiVersionsRequest(client_software_name="fuzz", client_software_version="1")
     seeds = []
+    # Every other API in the table, default-constructed, at its lowest and highest version.
+    covered = {0, 1, 2, 3, 18, 23}
+    for key, spec in sorted(API_TABLE.items()):
+        if key in covered:
+            continue
+        for v in {spec.min_version, spec.max_version}:
+            seeds.append(encode_request(REQUESTS[key](), v, 42))
     for req, versions in [
         (produce, (3, 8, 9, 11)), (fetch, (4, 11, 12, 13, 17)), (metadata, (0, 4, 9, 12)),
         (list_offsets, (1, 5, 7)), (ofle, (2, 4)), (api_versions, (0, 3, 4)),
@@ -81,7 +91,7 @@ def fuzz_broker(tmp_path_factory: pytest.TempPathFactory):
         yield b
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(frame=mutated_frame())
 def test_mutated_frames_never_break_the_broker(fuzz_broker: Broker, frame: bytes) -> None:
     bs = fuzz_broker.bootstrap_servers
