@@ -1,1 +1,21 @@
-"""The network server: listeners, connections, in-order responses, API dispatch."""
+"""The network server: listeners, connections, in-order responses, API dispatch.
+
+    listener.py         SocketServer: listening sockets (add_reader), max.connections,
+                        the idle sweep (connections.max.idle.ms), graceful drain
+    connection.py       Connection: length-prefixed frames on a raw non-blocking socket,
+                        header decode, dispatch through api_table, responses in request order
+    response_writer.py  ResponseWriter: bytes parts with sendmsg, FileSlice parts with
+                        os.sendfile; backpressure by queued bytes
+    api_table.py        API_TABLE {api_key: ApiSpec(min, max, handler, error_response)}:
+                        the only source of ApiVersions, so advertised == handled
+    apis/<name>.py      one module per API (family): handle(ctx, request) -> response |
+                        None | CLOSE_CONNECTION | awaitable of those; optional
+                        error_response(request, version, error_code)
+    request_context.py  RequestContext: the broker state, version, client id, listener
+
+Adding an API: write apis/<name>.py with `handle` (and `error_response` when the
+response has per-item error codes), then add one `_spec(ApiKey.X, min, max, module)`
+line to API_TABLE. Handlers run on the broker's event loop thread; a handler that
+changes state must do so before its first `await` (requests on one connection are
+dispatched in order; only their responses wait for each other).
+"""
