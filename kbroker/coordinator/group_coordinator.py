@@ -556,6 +556,16 @@ class GroupCoordinator:
             return E.NONE, dict(offsets)
         return E.NONE, {tp: offsets.get(tp) for tp in partitions}
 
+    def on_topic_deleted(self, topic: str) -> int:
+        """Drop every group's committed offsets of a deleted topic (tombstones), as Kafka does."""
+        removed = 0
+        for group in list(self.groups.values()):
+            doomed = [tp for tp in group.offsets if tp[0] == topic]
+            if doomed and self._write(group.group_id, "deleting offsets of a deleted topic",
+                                      lambda g=group, d=doomed: self.manager.delete_offsets(g, d)) == E.NONE:  # type: ignore[misc]
+                removed += len(doomed)
+        return removed
+
     def expire_offsets(self) -> int:
         return self.manager.expire_offsets(self.now())
 

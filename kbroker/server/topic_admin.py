@@ -152,6 +152,7 @@ def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
         broker.append_notifier.notify(tp)
     broker.topics.delete(info.name)
     manager.topic_configs.pop(info.name, None)
+    broker.group_coordinator.on_topic_deleted(info.name)
 
 
 def check_new_partition_count(info: TopicInfo, count: int) -> None:

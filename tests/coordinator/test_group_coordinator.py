@@ -296,3 +296,11 @@ def test_retried_join_answers_the_earlier_request() -> None:
     assert first[0].error_code == E.REBALANCE_IN_PROGRESS and retry == []
     h.join(member_id=a.member_id)
     assert retry[0].error_code == E.NONE and retry[0].generation_id == 2
+
+
+def test_offsets_of_a_deleted_topic_go() -> None:
+    h = Harness()
+    om = OffsetAndMetadata(3, -1, "", 0)
+    h.coord.commit_offsets("s", "", None, -1, {("gone", 0): om, ("gone", 1): om, ("kept", 0): om})
+    assert h.coord.on_topic_deleted("gone") == 2
+    assert set(Harness(store=h.store).coord.fetch_offsets("s", None)[1]) == {("kept", 0)}

@@ -143,3 +143,18 @@ def test_shutdown_does_not_wait_for_parked_joins(tmp_path: Any) -> None:
             assert parked.error_code == E.NOT_COORDINATOR
     finally:
         broker.stop()
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(kbroker_broker: Any) -> None:
+    from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest
+
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        assert metadata(c, "doomed").error_code == E.NONE
+        P = OffsetCommitRequest.OffsetCommitRequestPartition
+        c.call(OffsetCommitRequest(group_id="dg", generation_id_or_member_epoch=-1, member_id="", topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name="doomed", partitions=[
+                P(partition_index=0, committed_offset=5)])]), 8)
+        assert c.call(OffsetFetchRequest(group_id="dg", topics=None), 7).topics[0].name == "doomed"
+        r = c.call(DeleteTopicsRequest(topic_names=["doomed"], timeout_ms=5000), 5)
+        assert r.responses[0].error_code == E.NONE
+        assert c.call(OffsetFetchRequest(group_id="dg", topics=None), 7).topics == []
