@@ -23,14 +23,22 @@ import sys
 from collections.abc import Callable, Sequence
 
 from kbroker import __version__
-from kbroker.config import ConfigError, load_properties_file, parse_override
+from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
 
 EXIT_CONFIG_ERROR = 2
 
 
+SERVE_EPILOG = (
+    "Without CONFIG_FILE or overrides: listeners=PLAINTEXT://127.0.0.1:9092, "
+    f"log.dirs={DEFAULT_LOG_DIR}. Keys are Apache Kafka's server.properties names. "
+    "SIGTERM/SIGINT stop gracefully (exit 0); a bad configuration exits 2."
+)
+
+
 def _serve_parser(p: argparse.ArgumentParser) -> None:
+    p.epilog = SERVE_EPILOG
     p.add_argument("config_file", nargs="?", metavar="CONFIG_FILE",
                    help="a Kafka server.properties file")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
