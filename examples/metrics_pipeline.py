@@ -1,7 +1,7 @@
 """Metrics pub/sub on Spark: producers -> kbroker -> Structured Streaming -> topic + parquet.
 
     python examples/metrics_pipeline.py                 # everything on this machine
-    python examples/metrics_pipeline.py --records 5000 --out /tmp/metrics-demo
+    python examples/metrics_pipeline.py --records 8000 --seconds 20 --out /tmp/metrics-demo
 
 What it does, in one process (plus Spark's own):
   1. starts an embedded kbroker Broker on 127.0.0.1 (a free port, a temp log dir);
@@ -10,8 +10,8 @@ What it does, in one process (plus Spark's own):
      {"name": "cpu", "value": 0.42, "host": "web-1", "ts": 1700000000000},
      and aggregates per metric and 1-minute event-time window: count, avg, min,
      max and the number of distinct hosts;
-  3. runs producers (confluent-kafka, one per host) that publish metrics with
-     event times spread over several minutes, while the job runs;
+  3. runs producers (confluent-kafka, one thread per host) that publish metrics for
+     about 10 s (--seconds), with event times spread over 5 minutes, while the job runs;
   4. every micro-batch writes the windows it changed (output mode "update") to the
      topic `app-metrics-1m` (key "name|window start", value JSON) with the
      "kbroker" sink, and appends them to parquet under OUT/windows with the batch id;
@@ -41,7 +41,7 @@ INPUT_TOPIC = "app-metrics"
 OUTPUT_TOPIC = "app-metrics-1m"
 METRICS = ("cpu", "memory", "latency_ms", "requests")
 HOSTS = ("web-1", "web-2", "web-3", "db-1")
-EPOCH_MS = 1_700_000_000_000  # event times start here (a whole minute)
+EPOCH_MS = 1_699_999_980_000  # event times start here: 2023-11-14 22:13:00 UTC
 WINDOW = "1 minute"
 
 
@@ -55,9 +55,10 @@ def metric_value(rng: random.Random, name: str) -> float:
     return float(rng.randrange(0, 500))
 
 
-def publish_metrics(servers: str, records: int, minutes: int = 5, seed: int = 7,
-                    topic: str = INPUT_TOPIC) -> list[dict[str, Any]]:
-    """Publish `records` metrics from len(HOSTS) producer threads; returns them all."""
+def publish_metrics(servers: str, records: int, seconds: float = 10.0, minutes: int = 5,
+                    seed: int = 7, topic: str = INPUT_TOPIC) -> list[dict[str, Any]]:
+    """Publish `records` metrics from len(HOSTS) producer threads over about `seconds`
+    of wall-clock time, with event times over `minutes`; returns them all."""
     import confluent_kafka as ck
 
     per_host = records // len(HOSTS)
@@ -74,9 +75,9 @@ def publish_metrics(servers: str, records: int, minutes: int = 5, seed: int = 7,
                  "ts": EPOCH_MS + i * span_ms // per_host + h}
             producer.produce(topic, key=HOSTS[h].encode(), value=json.dumps(m).encode())
             published[h].append(m)
-            if i % 200 == 199:
+            if i % 100 == 99:  # a steady stream, not one burst
                 producer.flush(30)
-                time.sleep(0.05)  # a steady stream, not one burst
+                time.sleep(seconds * 100 / per_host)
         if producer.flush(30):
             raise RuntimeError("metrics were not delivered")
 
@@ -137,7 +138,8 @@ def final_windows(spark: Any, out_dir: Path) -> list[dict[str, Any]]:
     return [r.asDict() for r in final.collect()]
 
 
-def run(spark: Any, servers: str, out_dir: Path, records: int = 4000) -> dict[str, Any]:
+def run(spark: Any, servers: str, out_dir: Path, records: int = 4000,
+        seconds: float = 10.0) -> dict[str, Any]:
     """The whole pipeline against a running broker; returns a summary (also for tests)."""
     import kbroker.spark
 
@@ -146,7 +148,7 @@ def run(spark: Any, servers: str, out_dir: Path, records: int = 4000) -> dict[st
     query = start_job(spark, servers, out_dir)
     try:
         t0 = time.monotonic()
-        published = publish_metrics(servers, records)
+        published = publish_metrics(servers, records, seconds)
         query.processAllAvailable()
         elapsed = time.monotonic() - t0
         batches = sum(1 for p in query.recentProgress if p["numInputRows"])
@@ -175,6 +177,7 @@ def print_summary(summary: dict[str, Any], out_dir: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=4000, help="metrics to publish")
+    ap.add_argument("--seconds", type=float, default=10.0, help="how long producers publish")
     ap.add_argument("--out", type=Path, help="output directory (default: a temp dir)")
     args = ap.parse_args()
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -189,7 +192,7 @@ def main() -> int:
         with Broker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(Path(tmp) / "logs"),
                      "num.partitions": "3"}) as broker:
             print(f"kbroker listening on {broker.bootstrap_servers}")
-            summary = run(spark, broker.bootstrap_servers, out_dir, args.records)
+            summary = run(spark, broker.bootstrap_servers, out_dir, args.records, args.seconds)
             print_summary(summary, out_dir)
     spark.stop()
     return 0

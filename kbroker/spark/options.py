@@ -283,8 +283,8 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
 
 def sink_options(options: Mapping[str, str]) -> SinkOptions:
     acks_text = (_get(options, "kafka.acks") or "all").strip().lower()
-    acks = -1 if acks_text in ("all", "-1") else int(acks_text)
-    if acks not in (-1, 0, 1):
+    acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(acks_text)
+    if acks is None:
         raise OptionError(f"kafka.acks must be all, -1, 0 or 1, not {acks_text!r}")
     return SinkOptions(client=client_options(options), topic=_get(options, "topic"), acks=acks,
                        batch_size=_int(options, "kafka.batch.size", 1024) or 1_000_000)

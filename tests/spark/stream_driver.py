@@ -1,8 +1,9 @@
 """A streaming query in its own driver process, for the kill-and-restart test.
 
-    python tests/spark/stream_driver.py SERVERS TOPIC CHECKPOINT OUT (continuous|available-now)
+    python tests/spark/stream_driver.py SERVERS TOPIC CHECKPOINT OUT (continuous|available-now) \
+        MAX_OFFSETS_PER_TRIGGER
 
-Reads TOPIC with the "kbroker" source (maxOffsetsPerTrigger=300) and appends
+Reads TOPIC with the "kbroker" source and appends
 (partition, offset, value) to a parquet directory OUT, a file sink, which
 commits each micro-batch through its _spark_metadata log and so is idempotent
 when Spark replays a batch. "continuous" runs until killed; "available-now"
@@ -20,11 +21,11 @@ from tests.spark.conftest import new_spark_session  # noqa: E402
 
 
 def main() -> int:
-    servers, topic, checkpoint, out, mode = sys.argv[1:6]
+    servers, topic, checkpoint, out, mode, max_offsets = sys.argv[1:7]
     spark = new_spark_session("stream-driver")
     writer = (spark.readStream.format("kbroker").option("kafka.bootstrap.servers", servers)
               .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", "300").load()
+              .option("maxOffsetsPerTrigger", max_offsets).load()
               .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
               .writeStream.format("parquet").option("path", out)
               .option("checkpointLocation", checkpoint))

@@ -25,7 +25,8 @@ def load_example() -> Any:
 
 def test_metrics_pipeline_output(spark: Any, broker: Broker, tmp_path: Path) -> None:
     example = load_example()
-    summary = example.run(spark, broker.bootstrap_servers, tmp_path / "out", records=1200)
+    summary = example.run(spark, broker.bootstrap_servers, tmp_path / "out", records=1200,
+                          seconds=2.0)
     published = summary["published"]
     assert len(published) == 1200
 
