@@ -21,7 +21,6 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import signal
@@ -89,11 +88,7 @@ class BrokerState:
         self.time = time
         self.node_id = config.node_id
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
-        # Broker-level defaults are not topic overrides: keep `overridden` empty so
-        # DescribeConfigs can tell DEFAULT_CONFIG from DYNAMIC_TOPIC_CONFIG.
-        self.default_log_config = dataclasses.replace(
-            LogConfig.from_props(config.topic_config_defaults()), overridden=frozenset()
-        )
+        self.default_log_config = config.log_config()
         self.log_manager = LogManager(
             list(config.log_dirs),
             self.default_log_config,

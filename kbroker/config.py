@@ -423,7 +423,23 @@ class BrokerConfig:
         )
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
             log.warning("message.max.bytes exceeds socket.request.max.bytes")
-        return cls(**values, props=dict(props))
+        config = cls(**values, props=dict(props))
+        config.log_config()  # fail fast on values storage rejects
+        return config
+
+    def log_config(self) -> Any:
+        """The storage LogConfig with this broker's `log.*` defaults (no topic overrides)."""
+        from kbroker.storage.log_config import LogConfig
+
+        defaults = self.topic_config_defaults()
+        try:
+            config = LogConfig.from_props(defaults)
+        except ValueError as e:
+            m = re.search(r"config (\S+)", str(e))
+            key = TOPIC_CONFIG_SYNONYMS.get(m.group(1), m.group(1)) if m else "log config"
+            raise ConfigError(f"{key}: {e}") from None
+        # Broker defaults are not topic overrides (DescribeConfigs tells them apart).
+        return dataclasses.replace(config, overridden=frozenset())
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
         return BrokerConfig.from_props({**self.props, **overrides})

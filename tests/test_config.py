@@ -177,3 +177,8 @@ def test_named_listeners_need_a_plaintext_mapping() -> None:
         BrokerConfig.from_props({
             "listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:SSL",
         })
+
+
+def test_values_storage_rejects_fail_at_startup_naming_the_broker_key() -> None:
+    with pytest.raises(ConfigError, match="log.cleaner.min.cleanable.ratio"):
+        BrokerConfig.from_props({"log.cleaner.min.cleanable.ratio": "lots"})
