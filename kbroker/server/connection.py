@@ -54,6 +54,7 @@ _HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 MAX_PENDING_RESPONSES = 64
 MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
 _RECV_CHUNK = 64 * 1024
+_BIG_FRAME = 256 * 1024  # frames at least this large are received in place
 
 
 class _Slot:
@@ -88,6 +89,8 @@ class Connection:
         self._inbuf = bytearray()
         self._rbuf = bytearray(_RECV_CHUNK)  # reused by every recv_into: no allocation per read
         self._rview = memoryview(self._rbuf)
+        self._big_frame: bytearray | None = None  # a large frame being received in place
+        self._big_filled = 0
         self._pending: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
@@ -141,20 +144,39 @@ class Connection:
     # -- input
 
     def _on_readable(self) -> None:
+        big = self._big_frame
+        target = self._rview if big is None else memoryview(big)[self._big_filled :]
         try:
-            n = self.sock.recv_into(self._rbuf)
+            n = self.sock.recv_into(target)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
             log.debug("connection %s: recv failed: %s", self.peer, e)
             self.close()
             return
+        finally:
+            if big is not None:
+                target.release()
         if not n:
             self.close()
             return
         self.last_active_ms = self.server.broker.time.monotonic_ms()
-        self._inbuf += self._rview[:n]
+        if big is None:
+            self._inbuf += self._rview[:n]
+        else:
+            self._big_filled += n
+            if self._big_filled < len(big):
+                return
+            self._big_frame = None
+            self._handle_big_frame(big)
         self._guarded_process_input()
+
+    def _handle_big_frame(self, frame: bytearray) -> None:
+        try:
+            self._handle_frame(frame)
+        except Exception:
+            log.exception("connection %s: closing after an internal error", self.peer)
+            self.close()
 
     def _guarded_process_input(self) -> None:
         try:
@@ -182,6 +204,12 @@ class Connection:
                 self.close()
                 return
             if avail - 4 < size:
+                if size >= _BIG_FRAME:
+                    # Receive the rest straight into the frame: no copies through _inbuf.
+                    self._big_frame = bytearray(size)
+                    self._big_frame[: avail - 4] = buf[pos + 4 :]
+                    self._big_filled = avail - 4
+                    pos = len(buf)
                 break
             frame = buf[pos + 4 : pos + 4 + size]  # a bytearray copy: records are patched in place
             pos += 4 + size
