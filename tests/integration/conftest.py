@@ -3,7 +3,9 @@
 `broker_process` starts the CLI exactly as a user would, with port 0 and a tmp
 log dir, reads the bound port from its ready line ("kbroker listening on
 PLAINTEXT://127.0.0.1:PORT ..."), waits until ApiVersions answers, and kills
-it by PID in the finalizer (SIGTERM, then SIGKILL after a timeout).
+it by PID in the finalizer (SIGTERM, then SIGKILL after a timeout). If the test
+process itself dies (a crash, a killed run), the kernel sends the broker SIGTERM
+(PR_SET_PDEATHSIG), so no orphan keeps running.
 `kbroker_broker` (the pytest plugin's fixture) is an embedded Broker.
 """
 
@@ -29,6 +31,15 @@ ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"kbroker listening on PLAINTEXT://([^ ]+):(\d+)")
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM it when the test process dies, even by a crash (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 @dataclass
 class BrokerProcess:
     log_dir: Path
@@ -50,7 +61,8 @@ class BrokerProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.stderr = open(self.stderr_path, "ab")  # noqa: SIM115
         self.stderr_offset = self.stderr_path.stat().st_size
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=self.stderr, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.output()
