@@ -53,9 +53,9 @@ def _e2e_consumer(ctx: WorkerContext, task: E2ETask) -> dict[str, Any]:
     consumer = Consumer(config)
     consumer.assign([TopicPartition(options.topic, p, OFFSET_END) for p in task.partitions])
     consumer.consume(num_messages=1, timeout=0.5)  # connect and start fetching before the go
+    go_ns = time.time_ns()  # before the barrier: the producer starts only after it
     ctx.barrier.wait(timeout=120)
     start = last_data = time.monotonic()
-    go_ns = time.time_ns()
     stale = 0
     latencies: list[float] = []
     unpack = STAMP.unpack_from
