@@ -11,8 +11,8 @@ The consumer subtracts that from its own clock on arrival. Records shorter
 than 8 bytes are padded to 8.
 
 The consumer uses `fetch.wait.max.ms=5` (override with -X): a broker that
-holds a Fetch for its full max_wait_ms even when data is there (Tansu 0.6
-does) shows that wait in these figures, as it would to any client.
+does not answer a parked Fetch early when data arrives (Tansu 0.6 behaves so)
+shows that wait in these figures, as it would to any client.
 """
 
 from __future__ import annotations
