@@ -107,6 +107,13 @@ def read_range(opts: SourceOptions, schema: StructType,
                                 max_records_per_arrow_batch=opts.max_records_per_arrow_batch))
 
 
+def check_schema(schema: StructType, opts: SourceOptions) -> None:
+    """Like Spark's Kafka source, the schema is fixed: no user-specified schema."""
+    if schema != kafka_schema(opts.include_headers):
+        raise ValueError("the kbroker source has a fixed schema (Spark's Kafka schema); "
+                         f"a user-specified schema is not supported: {schema.simpleString()}")
+
+
 def _ranges(starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
             opts: SourceOptions) -> list[OffsetRange]:
     ranges = []
@@ -124,6 +131,7 @@ def _ranges(starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.opts = source_options(options, streaming=False)
+        check_schema(schema, self.opts)
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -156,6 +164,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.opts = source_options(options, streaming=True)
+        check_schema(schema, self.opts)
         self.schema = schema
         self.planner = OffsetPlanner(self.opts)
         self.available_now: dict[TopicPartition, int] | None = None

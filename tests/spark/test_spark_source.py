@@ -104,6 +104,9 @@ def test_offsets_options(spark: Any, broker: Broker, topic: str) -> None:
 
     with pytest.raises(Exception, match="startingOffsets=latest"):
         read(spark, servers, subscribe=topic, startingOffsets="latest").collect()
+    with pytest.raises(Exception, match="fixed schema"):
+        (spark.read.format("kbroker").schema("value binary")
+         .option("kafka.bootstrap.servers", servers).option("subscribe", topic).load().collect())
     with pytest.raises(Exception, match="exactly one of"):
         read(spark, servers, subscribe=topic, assign=json.dumps({topic: [0]})).collect()
 
