@@ -213,6 +213,21 @@ def test_fail_on_data_loss_after_retention(spark: Any, small_retention_broker: B
         read(spark, servers, subscribe=topic,
              startingOffsets=json.dumps({topic: {"0": 0}})).collect()
 
+    # and so do the tasks, when offsets go between planning and reading
+    from kbroker.spark.offsets import DataLossError, OffsetRange
+    from kbroker.spark.options import source_options
+    from kbroker.spark.partition_reader import PartitionReader
+    from kbroker.spark.source import arrow_schema, kafka_schema
+
+    opts = source_options({"kafka.bootstrap.servers": servers, "subscribe": topic}, False)
+    planned = OffsetRange(topic, 0, 0, 65)
+    with pytest.raises(DataLossError, match="removed"):
+        list(PartitionReader(opts.client, planned, arrow_schema(kafka_schema())))
+    rows = [o for b in PartitionReader(opts.client, planned, arrow_schema(kafka_schema()),
+                                       fail_on_data_loss=False)
+            for o in b.column("offset").to_pylist()]
+    assert rows == list(range(rows[0], 65)) and rows[0] >= earliest
+
 
 def test_write_then_read_back(spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:
     from kbroker._core.batch_encode import partition_for_key
