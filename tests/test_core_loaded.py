@@ -33,3 +33,11 @@ def test_every_core_module_is_compiled(name: str) -> None:
 def test_a_missing_module_fails_loudly() -> None:
     with pytest.raises(ImportError, match="compiled core is missing"):
         kbroker._core._load("no_such_module")
+
+
+def test_every_pyx_is_listed_as_a_compiled_module() -> None:
+    from pathlib import Path
+
+    core_dir = Path(kbroker._core.__file__).parent
+    built = {p.stem for p in core_dir.glob("*.pyx")}
+    assert built == set(kbroker._core.COMPILED_MODULES)

@@ -12,6 +12,8 @@ What lives where:
   records   record batch v2: validation, offset assignment, segment scanning
             (cimports crc32c_update).
   index     binary search and sanity checks over .index / .timeindex files.
+  batch_decode  record batches -> Arrow buffers (the Spark reader).
+  batch_encode  murmur2 partitioning and uncompressed batches (the Spark writer).
 
 Each kbroker/_core/*.pyx builds into one extension (setup.py); add new ones to
 COMPILED_MODULES below.
@@ -21,7 +23,13 @@ from __future__ import annotations
 
 import importlib
 
-COMPILED_MODULES: tuple[str, ...] = ("crc32c", "records", "index")
+COMPILED_MODULES: tuple[str, ...] = (
+    "crc32c",
+    "records",
+    "index",
+    "batch_decode",
+    "batch_encode",
+)
 
 _BUILD_HINT = (
     "kbroker's compiled core is missing or broken: install with `pip install .` "
