@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from kbroker import __version__
 from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
+from kbroker.perf import cli as perf_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
 
@@ -77,6 +78,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "serve": ("run a broker", _serve_parser, _serve),
     "groups": (groups_cli.HELP, groups_cli.configure_parser, groups_cli.run),
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
+    "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
 }
 
 
