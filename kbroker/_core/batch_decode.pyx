@@ -50,26 +50,28 @@ from kbroker._core.crc32c cimport crc32c_update
 from kbroker._core.growbuf cimport Buf, buf_reserve
 
 
-cdef extern from "kb_endian.h" nogil:
-    uint32_t kb_load_be32(const void *p)
-    uint64_t kb_load_be64(const void *p)
-    unsigned short kb_load_be16(const void *p)
+from kbroker._core.records cimport (
+    ATTRIBUTES_POS,
+    BASE_TIMESTAMP_POS,
+    CODEC_MASK,
+    CONTROL_BIT,
+    CRC_POS,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_POS,
+    LENGTH_POS,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    MAX_TIMESTAMP_POS,
+    RECORD_COUNT_POS,
+    TIMESTAMP_TYPE_BIT,
+    kb_load_be16,
+    kb_load_be32,
+    kb_load_be64,
+    read_varlong,
+)
 
 
 cdef enum:
-    LENGTH_POS = 8
-    MAGIC_POS = 16
-    CRC_POS = 17
-    ATTRIBUTES_POS = 21
-    LAST_OFFSET_DELTA_POS = 23
-    BASE_TIMESTAMP_POS = 27
-    MAX_TIMESTAMP_POS = 35
-    RECORD_COUNT_POS = 57
-    HEADER_SIZE = 61
-    LOG_OVERHEAD = 12
-    CODEC_MASK = 0x07
-    LOG_APPEND_TIME_BIT = 0x08
-    CONTROL_BIT = 0x20
     MAX_ARROW_BINARY = 0x7FFFFFFF
 
 
@@ -163,30 +165,6 @@ cdef NativeBuffer take_buf(Buf *b):
     b.size = 0
     b.cap = 0
     return nb
-
-
-# --- varints -------------------------------------------------------------------
-
-cdef inline int read_varint(const unsigned char **pp, const unsigned char *end,
-                            int max_bytes, int64_t *out) noexcept nogil:
-    """One zigzag varint of at most max_bytes bytes; 0 on success, -1 if malformed."""
-    cdef const unsigned char *p = pp[0]
-    cdef uint64_t v = 0
-    cdef int shift = 0
-    cdef int i
-    cdef unsigned char b
-    for i in range(max_bytes):
-        if p >= end:
-            return -1
-        b = p[0]
-        p += 1
-        v |= <uint64_t>(b & 0x7F) << shift
-        if not (b & 0x80):
-            pp[0] = p
-            out[0] = <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
-            return 0
-        shift += 7
-    return -1
 
 
 # --- the decoder ---------------------------------------------------------------
@@ -285,7 +263,7 @@ cdef class ColumnarRecords:
             attributes = kb_load_be16(p + ATTRIBUTES_POS)
             if not attributes & CONTROL_BIT:
                 count = <int32_t>kb_load_be32(p + RECORD_COUNT_POS)
-                if attributes & LOG_APPEND_TIME_BIT:
+                if attributes & TIMESTAMP_TYPE_BIT:
                     timestamp = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
                 else:
                     timestamp = <int64_t>kb_load_be64(p + BASE_TIMESTAMP_POS)
@@ -308,15 +286,15 @@ cdef class ColumnarRecords:
         cdef const unsigned char *stop = p + n
         cdef const unsigned char *rec_end
         cdef int64_t length, ts_delta, offset_delta, offset
-        cdef bint log_append = attributes & LOG_APPEND_TIME_BIT
+        cdef bint log_append = attributes & TIMESTAMP_TYPE_BIT
         cdef int i
         for i in range(count):
-            if read_varint(&p, stop, 5, &length) != 0 or length < 3 or length > stop - p:
+            if read_varlong(&p, stop, 5, &length) != 0 or length < 3 or length > stop - p:
                 raise CorruptRecordError(f"bad record length in the batch at {base_offset}")
             rec_end = p + length
             p += 1  # record attributes (unused)
-            if read_varint(&p, rec_end, 10, &ts_delta) != 0 or \
-                    read_varint(&p, rec_end, 5, &offset_delta) != 0:
+            if read_varlong(&p, rec_end, 10, &ts_delta) != 0 or \
+                    read_varlong(&p, rec_end, 5, &offset_delta) != 0:
                 raise CorruptRecordError(f"bad record in the batch at {base_offset}")
             offset = base_offset + offset_delta
             if offset >= end:
@@ -349,7 +327,7 @@ cdef class ColumnarRecords:
                                       Py_ssize_t *nulls, int64_t base_offset) except NULL:
         """One length-prefixed (varint, -1 = null) byte string into an Arrow binary column."""
         cdef int64_t length
-        if read_varint(&p, end, 5, &length) != 0 or length < -1 or length > end - p:
+        if read_varlong(&p, end, 5, &length) != 0 or length < -1 or length > end - p:
             raise CorruptRecordError(f"bad key/value length in the batch at {base_offset}")
         if length < 0:
             nulls[0] += 1
@@ -368,7 +346,7 @@ cdef class ColumnarRecords:
                       int64_t base_offset) except -1:
         cdef int64_t count, length
         cdef int64_t i
-        if read_varint(&p, end, 5, &count) != 0 or count < 0 or count > end - p:
+        if read_varlong(&p, end, 5, &count) != 0 or count < 0 or count > end - p:
             raise CorruptRecordError(f"bad header count in the batch at {base_offset}")
         if count == 0:
             put_bit(&self.header_valid, row, False)
@@ -377,7 +355,7 @@ cdef class ColumnarRecords:
             return 0
         put_bit(&self.header_valid, row, True)
         for i in range(count):
-            if read_varint(&p, end, 5, &length) != 0 or length < 0 or length > end - p:
+            if read_varlong(&p, end, 5, &length) != 0 or length < 0 or length > end - p:
                 raise CorruptRecordError(f"bad header key in the batch at {base_offset}")
             buf_put(&self.header_key_data, p, length)
             put_i32(&self.header_key_offsets, <int32_t>self.header_key_data.size)
