@@ -51,6 +51,9 @@ def _serve_parser(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from kbroker.broker import Broker
     from kbroker.config import BrokerConfig
+    from kbroker.utils.malloc import keep_frame_buffers_in_heap
+
+    keep_frame_buffers_in_heap()  # process-wide, hence here and not in Broker
 
     try:
         props = load_properties_file(args.config_file) if args.config_file else {}
