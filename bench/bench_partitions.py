@@ -83,7 +83,8 @@ class Kbroker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
 
 
 def _load(broker: Kbroker, args: argparse.Namespace, step: int) -> None:
@@ -111,6 +112,7 @@ def main() -> int:
     data_dir = tempfile.mkdtemp(prefix="kbroker-bench-partitions-")
     log_path = Path(data_dir + ".log")
     result: dict[str, object] = {"partitions": args.partitions, "step_mb": args.step_mb}
+    broker = None
     try:
         broker = Kbroker(data_dir, args.partitions, log_path)
         result["fresh_ready_s"] = broker.wait_ready()
@@ -132,6 +134,8 @@ def main() -> int:
         result["restart_ready_s"] = statistics.median(ready)
         result["restart_idle_rss_mb"] = statistics.median(idle)
     finally:
+        if broker is not None:
+            broker.stop()
         subprocess.run(["rm", "-rf", "--", data_dir], check=False)
     print(json.dumps(result, indent=2))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
