@@ -8,6 +8,12 @@ registers `loop.add_writer` and resumes when it is writable again: no transport
 buffers, no copies of record data, no drain around each sendfile (which is why
 asyncio transports and `loop.sendfile` are not used here).
 
+A slice of at most `INLINE_SLICE_BYTES` is read (pread) when queued and goes
+out with the bytes around it: one sendmsg and one TCP segment for a small Fetch
+response instead of sendmsg + sendfile + sendmsg, three segments and as many
+wake-ups of the client. Copying 16 KiB costs less than the syscall and segment
+it saves; larger slices keep the zero-copy path.
+
 `queued_bytes` (bytes plus slice sizes not yet sent) lets the connection apply
 backpressure: it stops reading requests while too much output is pending.
 
@@ -31,6 +37,7 @@ from kbroker.records.file_slice import FileSlice
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 _MAX_IOV = 512  # chunks per sendmsg call (IOV_MAX is 1024 on Linux)
 _MAX_SENDFILE = 1 << 30
+INLINE_SLICE_BYTES = 16 * 1024
 
 
 class ResponseWriter:
@@ -59,7 +66,12 @@ class ResponseWriter:
 
     def send(self, parts: Iterable[Any]) -> None:
         for part in parts:
-            size = len(part) if isinstance(part, _BYTES_TYPES) else part.size
+            if isinstance(part, _BYTES_TYPES):
+                size = len(part)
+            else:
+                size = part.size
+                if 0 < size <= INLINE_SLICE_BYTES:
+                    part = _inline(part)
             if size:
                 self._queue.append(part)
                 self.queued_bytes += size
@@ -140,3 +152,13 @@ class ResponseWriter:
             self._queue[0] = FileSlice(part.fd, part.position + n, part.size - n)
         else:
             self._queue.popleft()
+
+
+def _inline(part: FileSlice) -> bytes | FileSlice:
+    """The slice's bytes; the slice itself when it cannot be read whole (sendfile then
+    fails the connection, as for any slice that shrank or whose file closed)."""
+    try:
+        data = os.pread(part.fd, part.size, part.position)
+    except OSError:
+        return part
+    return data if len(data) == part.size else part
