@@ -37,6 +37,9 @@ class IndexFile:
             self._mm = None
         if self._length > 0:
             self._mm = mmap.mmap(self._fd, self._length)
+            # No readahead on faults: the preallocated tail is a hole, and readahead would
+            # allocate and zero up to megabytes of it per fault where an append needs one page.
+            self._mm.madvise(mmap.MADV_RANDOM)
 
     def resize(self, new_size: int) -> None:
         new_size = (new_size // self.ENTRY_SIZE) * self.ENTRY_SIZE
