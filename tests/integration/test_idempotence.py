@@ -48,19 +48,35 @@ def assert_exactly_once_in_order(values: list[int]) -> None:
     assert values == list(range(N))
 
 
-class ConnectionKiller:
-    """Closes every client connection from the broker side, every `interval` seconds."""
+class Progress:
+    """Records acknowledged so far (delivery callbacks run on client threads)."""
 
-    def __init__(self, broker: Any, interval: float = 0.15) -> None:
+    def __init__(self) -> None:
+        self.acked = 0
+
+    def ack(self, *_: object) -> None:
+        self.acked += 1
+
+
+class ConnectionKiller:
+    """Closes every client connection from the broker side each time the producer has had
+    another `every` records acknowledged: drops land mid-stream however fast or slow the
+    machine is, and never before the client has made progress on its new connections."""
+
+    def __init__(self, broker: Any, progress: Progress, every: int = 10_000) -> None:
         self.broker = broker
-        self.interval = interval
+        self.progress = progress
+        self.every = every
         self.kills = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.broker._loop.call_soon_threadsafe(self._kill_all)
+        next_kill = self.every
+        while not self._stop.wait(0.005):
+            if self.progress.acked >= next_kill:
+                next_kill = self.progress.acked + self.every
+                self.broker._loop.call_soon_threadsafe(self._kill_all)
 
     def _kill_all(self) -> None:
         for conn in list(self.broker.server.connections):
@@ -76,15 +92,22 @@ class ConnectionKiller:
         self._thread.join(5)
 
 
-def confluent_produce(bs: str, topic: str, **conf: Any) -> None:
+def confluent_produce(bs: str, topic: str, progress: Progress | None = None, **conf: Any) -> None:
     errors: list[Any] = []
+    acked = progress or Progress()
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err:
+            errors.append(err)
+        else:
+            acked.ack()
+
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 2,
                   "batch.num.messages": 2000, **conf})
     for i in range(N):
         while True:
             try:
-                p.produce(topic, str(i).encode(), partition=0,
-                          on_delivery=lambda err, msg: err and errors.append(err))
+                p.produce(topic, str(i).encode(), partition=0, on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.05)
@@ -100,10 +123,13 @@ def test_confluent_idempotent_100k(kbroker_broker: Any) -> None:
 
 def test_confluent_idempotent_across_dropped_connections(kbroker_broker: Any) -> None:
     bs, topic = kbroker_broker.bootstrap_servers, f"idem-drop-{uuid.uuid4().hex[:8]}"
-    with ConnectionKiller(kbroker_broker, interval=0.3) as killer:
-        confluent_produce(bs, topic, **{"message.send.max.retries": 1000000, "retry.backoff.ms": 20,
-                                        "max.in.flight.requests.per.connection": 5})
-    assert killer.kills > 3
+    progress = Progress()
+    with ConnectionKiller(kbroker_broker, progress) as killer:
+        confluent_produce(bs, topic, progress, **{"message.send.max.retries": 1000000,
+                                                  "retry.backoff.ms": 20,
+                                                  "reconnect.backoff.max.ms": 200,
+                                                  "max.in.flight.requests.per.connection": 5})
+    assert killer.kills >= 3
     assert_exactly_once_in_order(read_values(bs, topic, N))
 
 
@@ -113,9 +139,11 @@ def test_kafka_python_defaults_100k_across_dropped_connections(kbroker_broker: A
     bs, topic = kbroker_broker.bootstrap_servers, f"idem-kp-{uuid.uuid4().hex[:8]}"
     p = KafkaProducer(bootstrap_servers=bs, retries=1000000, retry_backoff_ms=20)
     assert p.config["enable_idempotence"] is True and p.config["acks"] == -1
+    progress = Progress()
     try:
-        with ConnectionKiller(kbroker_broker, interval=0.5) as killer:
-            futures = [p.send(topic, str(i).encode(), partition=0) for i in range(N)]
+        with ConnectionKiller(kbroker_broker, progress, every=20_000) as killer:
+            futures = [p.send(topic, str(i).encode(), partition=0).add_callback(progress.ack)
+                       for i in range(N)]
             p.flush(180)
         for f in futures[:: N // 100]:
             f.get(timeout=30)
