@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "e2e_cell")},
         "units": {"MB": 2**20, "GB": 2**30},
         "cells": [c.key for c in cells], "runs": runs, "summary": rows, "ratio_spread": spread,
-        "regression_threshold": args.regression_threshold,
+        "regression_threshold": args.regression_threshold, "noise_log_stdev": NOISE_LOG_STDEV,
         "regression_threshold_all": threshold_all, "geomean_ratio": overall,
         "regressions": [f"{r['cell']} {r['phase']} ratio {r['ratio']:.3f}" for r in failed],
         "broker_logs": str(log_dir),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,10 @@ def _ratios(ax: Any, document: dict[str, Any]) -> None:
         ax.bar([i + offset for i in range(len(cells))], values, width, color=color,
                label=f"{phase} A/B")
     ax.axhline(1.0, color="black", linewidth=0.8)
+    sigma = document.get("noise_log_stdev")
+    if sigma:
+        ax.axhspan(math.exp(-sigma), math.exp(sigma), color="grey", alpha=0.15,
+                   label=f"measured run-to-run noise, 1 sigma (log stdev {sigma:g})")
     threshold = document.get("regression_threshold")
     if threshold:
         ax.axhline(1.0 - threshold, color="red", linestyle="--", linewidth=1,
