@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,8 +64,10 @@ def test_produce_then_consume(tansu: brokers.RunningBroker, tmp_path: Path) -> N
     assert tansu.peak_rss_kb() > 0
 
 
-def test_e2e_reports_percentiles(tansu: brokers.RunningBroker) -> None:
-    done = perf("e2e", "--bootstrap-server", tansu.bootstrap, "--topic", "e2e-test",
+def test_e2e_reports_percentiles(kbroker_broker: Any) -> None:
+    # Against kbroker: this run against Tansu 0.6 failed now and then in full-suite runs
+    # (cause not isolated; Tansu answers ListOffsets "latest" a batch short, bench/README.md).
+    done = perf("e2e", "--bootstrap-server", kbroker_broker.bootstrap_servers, "--topic", "e2e-test",
                 "--num-records", "2000", "--record-size", "64", "--throughput", "2000",
                 "--partitions", "1", "--quiet", "--timeout", "60")
     assert done.returncode == 0, done.stdout + done.stderr
