@@ -85,6 +85,8 @@ class Connection:
             self.peer = "?"
         self.max_request_bytes = server.broker.config.socket_request_max_bytes
         self.last_active_ms = server.broker.time.monotonic_ms()
+        self._output_mark = 0  # writer.sent_bytes when the output was last seen to move
+        self._output_moved_ms = self.last_active_ms
         self.closed = False
         self._inbuf = bytearray()
         self._rbuf = bytearray(_RECV_CHUNK)  # reused by every recv_into: no allocation per read
@@ -105,10 +107,31 @@ class Connection:
     def idle(self) -> bool:
         return not self._pending and self.writer.idle
 
+    def output_stalled(self, now_ms: int, limit_ms: int) -> bool:
+        """True when queued output has not moved for more than limit_ms (a client that
+        stopped reading). Called by the listener's periodic sweep, so the time is
+        measured from the first sweep that saw the output stuck."""
+        sent = self.writer.sent_bytes
+        if self.writer.idle or sent != self._output_mark:
+            self._output_mark = sent
+            self._output_moved_ms = now_ms
+            return False
+        return now_ms - self._output_moved_ms > limit_ms
+
     def stop_reading(self) -> None:
         """Graceful shutdown: take no new requests, let pending ones finish."""
         self._draining = True
         self._pause_reading()
+
+    def abort(self) -> None:
+        """Close with a reset: drop what the kernel still holds for a client that stopped
+        reading (a graceful close would keep trickling it into a closed window)."""
+        if not self.closed:
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        self.close()
 
     def close(self) -> None:
         if self.closed:

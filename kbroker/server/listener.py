@@ -4,7 +4,10 @@ Each configured listener (`PLAINTEXT://host:port`, port 0 = any free port) is a
 non-blocking listening socket watched with `loop.add_reader`; accepted sockets
 become Connections (TCP_NODELAY, non-blocking). `max.connections` is enforced at
 accept time (the new socket is closed). A periodic sweep closes connections idle
-for longer than `connections.max.idle.ms` (no request read, no response pending).
+for longer than `connections.max.idle.ms` (no request read, no response pending),
+and, as Kafka's Selector does (its idle clock counts socket activity, reads or
+writes), connections whose queued response has not moved for as long: a client
+that stops reading cannot pin a response, and the files it slices, forever.
 
 Graceful stop: `stop_accepting()`, then `drain(timeout)` lets each connection
 finish and send the responses of requests it already read, then `close_all()`.
@@ -123,9 +126,15 @@ class SocketServer:
         now = self.broker.time.monotonic_ms()
         limit = self.broker.config.connections_max_idle_ms
         for conn in list(self.connections):
-            if conn.idle and now - conn.last_active_ms > limit:
-                log.debug("closing idle connection %s", conn.peer)
-                conn.close()
+            if conn.idle:
+                if now - conn.last_active_ms > limit:
+                    log.debug("closing idle connection %s", conn.peer)
+                    conn.close()
+            elif conn.output_stalled(now, limit):
+                log.info("closing connection %s: its client has read none of %d queued response "
+                         "bytes for connections.max.idle.ms (%d ms)", conn.peer,
+                         conn.writer.queued_bytes, limit)
+                conn.abort()
         self._schedule_sweep()
 
     # -- shutdown

@@ -17,10 +17,11 @@ it saves; larger slices keep the zero-copy path.
 `queued_bytes` (bytes plus slice sizes not yet sent) lets the connection apply
 backpressure: it stops reading requests while too much output is pending.
 
-A queued slice holds a segment's fd number, not a reference to the file.
-Storage closes deleted segments only after `file.delete.delay.ms` (60 s by
-default, Kafka's rule), so a slice stays valid unless its send stalls longer;
-if sendfile then fails or reads short, the connection is closed.
+A queued slice holds a reference to its segment's file (`SegmentFile`), so the
+descriptor stays open until the slice is sent or dropped, however long the send
+stalls and whatever storage does meanwhile (retention, DeleteTopics, eviction).
+If the file shrank under it (truncation) and sendfile sends nothing, the
+connection is closed; it never sends another file's bytes.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ INLINE_SLICE_BYTES = 16 * 1024
 class ResponseWriter:
     """Owned by one connection; used from the event loop thread only."""
 
-    __slots__ = ("_loop", "_sock", "_fd", "_queue", "queued_bytes", "_waiting", "_scheduled",
-                 "_on_error", "_on_drained", "closed")
+    __slots__ = ("_loop", "_sock", "_fd", "_queue", "queued_bytes", "sent_bytes", "_waiting",
+                 "_scheduled", "_on_error", "_on_drained", "closed")
 
     def __init__(
         self,
@@ -58,6 +59,7 @@ class ResponseWriter:
         self._fd = sock.fileno()
         self._queue: deque[Any] = deque()
         self.queued_bytes = 0
+        self.sent_bytes = 0  # ever sent: the idle sweep tells a stalled output by it
         self._waiting = False
         self._scheduled = False
         self._on_error = on_error
@@ -132,6 +134,7 @@ class ResponseWriter:
             chunks.append(part)
         sent = self._sock.sendmsg(chunks)
         self.queued_bytes -= sent
+        self.sent_bytes += sent
         while sent:
             head = queue[0]
             if sent >= len(head):
@@ -148,8 +151,9 @@ class ResponseWriter:
         if n == 0:
             raise OSError(f"sendfile sent nothing: segment fd {part.fd} shrank or closed")
         self.queued_bytes -= n
+        self.sent_bytes += n
         if n < part.size:
-            self._queue[0] = FileSlice(part.fd, part.position + n, part.size - n)
+            self._queue[0] = FileSlice(part.file, part.position + n, part.size - n)
         else:
             self._queue.popleft()
 

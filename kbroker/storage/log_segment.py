@@ -27,7 +27,7 @@ import os
 from kbroker._core import records as _records
 from kbroker.records import compression
 from kbroker.records.batch_header import HEADER_SIZE, BatchHeader
-from kbroker.records.file_slice import FileSlice
+from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.storage.errors import CorruptIndexError, KafkaStorageError
 from kbroker.storage.offset_index import OffsetIndex
 from kbroker.storage.time_index import TimeIndex
@@ -71,7 +71,9 @@ class LogSegment:
         self.max_index_size = max_index_size
         self.created_ms = created_ms
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # The descriptor is shared with the FileSlices handed out by read(): closing the
+        # segment drops this reference only, so a slice in flight keeps its file.
+        self._file: SegmentFile | None = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = os.fstat(self.fd).st_size
         self.bytes_since_last_index_entry = 0
         self._offset_index: OffsetIndex | None = None
@@ -83,6 +85,10 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = -1
+
+    @property
+    def fd(self) -> int:
+        return self._file.fd if self._file is not None else -1
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
@@ -269,10 +275,15 @@ class LogSegment:
         if loc is None:
             return None
         if loc.position >= max_position:
-            return loc.position, FileSlice(self.fd, loc.position, 0)
+            return loc.position, FileSlice(self._open_file(), loc.position, 0)
         limit = max(max_size, loc.size) if min_one_message else max_size
         size = min(max_position - loc.position, limit)
-        return loc.position, FileSlice(self.fd, loc.position, max(size, 0))
+        return loc.position, FileSlice(self._open_file(), loc.position, max(size, 0))
+
+    def _open_file(self) -> SegmentFile:
+        if self._file is None:
+            raise KafkaStorageError(f"segment {self.log_path} is closed")
+        return self._file
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after starting_offset whose
@@ -363,18 +374,14 @@ class LogSegment:
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._file = None  # closes the descriptor unless a FileSlice still holds it
 
     def close_handlers(self) -> None:
         """Close file descriptors only (after deletion, or a simulated crash)."""
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.abandon()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._file = None  # closes the descriptor unless a FileSlice still holds it
 
     def paths(self) -> list[str]:
         return [

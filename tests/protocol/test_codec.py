@@ -16,7 +16,7 @@ from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersio
 from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.protocol.messages.metadata import MetadataResponse
 from kbroker.protocol.messages.produce import ProduceRequest
-from kbroker.records.file_slice import FileSlice
+from kbroker.records.file_slice import FileSlice, SegmentFile
 
 
 def encode(method: str, *args: object) -> bytes:
@@ -244,7 +244,7 @@ def test_writer_parts_with_file_slice() -> None:
     with tempfile.TemporaryFile() as f:
         f.write(b"0123456789")
         f.flush()
-        sl = FileSlice(f.fileno(), 2, 5)
+        sl = FileSlice(SegmentFile(os.dup(f.fileno())), 2, 5)
         resp = FetchResponse(
             responses=[
                 FetchResponse.FetchableTopicResponse(
