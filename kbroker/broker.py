@@ -3,6 +3,10 @@
     with kbroker.Broker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": tmp}) as b:
         producer = Producer({"bootstrap.servers": b.bootstrap_servers})
 
+Without `log.dirs`, an embedded Broker keeps its logs in a fresh temporary
+directory removed by stop(). Each log dir is locked for the broker's life (Kafka's
+`.lock`): a second broker on the same dir fails to start, naming it.
+
 `Broker.start()` runs the broker's asyncio loop in a background thread (for
 embedding and tests) and returns once the port answers; `serve_forever()` runs
 it in the calling thread until `stop()` or SIGTERM/SIGINT (the CLI). There is no
@@ -23,8 +27,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -37,9 +43,11 @@ from kbroker.coordinator.producer_id_manager import ProducerIdManager
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_dir_lock import LogDirLocks
 from kbroker.storage.log_manager import LogManager
 from kbroker.storage.producer_state import expire_producers
 from kbroker.storage.topic_partition import TopicPartition
+from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -87,6 +95,19 @@ class BrokerState:
         self.config = config
         self.time = time
         self.node_id = config.node_id
+        # Before anything touches the dirs: one broker per log dir (Kafka's .lock).
+        self.log_dir_locks = LogDirLocks()
+        self.log_dir_locks.acquire(list(config.log_dirs))
+        try:
+            self._open_stores(config, time)
+        except BaseException:
+            self.log_dir_locks.release()
+            raise
+        self.shutting_down = False
+        # listener name -> (advertised host, port); filled in when the server binds
+        self.endpoints: dict[str, tuple[str, int]] = {}
+
+    def _open_stores(self, config: BrokerConfig, time: Time) -> None:
         self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
         self.default_log_config = config.log_config()
         self.log_manager = LogManager(
@@ -102,9 +123,6 @@ class BrokerState:
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic)
         self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
-        self.shutting_down = False
-        # listener name -> (advertised host, port); filled in when the server binds
-        self.endpoints: dict[str, tuple[str, int]] = {}
 
     # -- startup
 
@@ -173,8 +191,11 @@ class BrokerState:
         self.log_manager.checkpoint()
 
     def shutdown_logs(self) -> None:
-        self.group_coordinator.shutdown()
-        self.log_manager.shutdown()
+        try:
+            self.group_coordinator.shutdown()
+            self.log_manager.shutdown()
+        finally:
+            self.log_dir_locks.release()
 
 
 class Broker:
@@ -186,6 +207,12 @@ class Broker:
         *,
         time: Time = SYSTEM_TIME,
     ) -> None:
+        self._temp_log_dir: str | None = None
+        if not isinstance(config, BrokerConfig) and not {"log.dirs", "log.dir"} & set(config or {}):
+            # Embedded without log.dirs: a fresh directory of its own, removed on stop,
+            # never the shared default of `kbroker serve` (another broker may hold it).
+            self._temp_log_dir = tempfile.mkdtemp(prefix="kbroker-")
+            config = {**(config or {}), "log.dirs": self._temp_log_dir}
         self.config = broker_config(config)
         self.time = time
         self.state: BrokerState | None = None
@@ -223,12 +250,16 @@ class Broker:
             raise TimeoutError("kbroker did not start in time")
         if self._startup_error is not None:
             self._thread.join()
+            self._remove_temp_log_dir()
             raise self._startup_error
         return self
 
     def serve_forever(self, install_signal_handlers: bool = True) -> None:
         """Run in this thread until stop(), SIGTERM or SIGINT."""
-        asyncio.run(self._run(install_signal_handlers))
+        try:
+            asyncio.run(self._run(install_signal_handlers))
+        finally:
+            self._remove_temp_log_dir()
 
     def stop(self, timeout: float = 60.0) -> None:
         loop, stop_event = self._loop, self._stop_event
@@ -239,6 +270,13 @@ class Broker:
                 pass
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        if self._thread is None or not self._thread.is_alive():
+            self._remove_temp_log_dir()
+
+    def _remove_temp_log_dir(self) -> None:
+        if self._temp_log_dir is not None:
+            shutil.rmtree(self._temp_log_dir, ignore_errors=True)
+            self._temp_log_dir = None
 
     def __enter__(self) -> Broker:
         return self.start()
@@ -275,8 +313,8 @@ class Broker:
         self._stop_event = asyncio.Event()
         state = BrokerState(self.config, self.time)
         self.state = state
-        state.startup()
         try:
+            state.startup()
             server = SocketServer(state, loop)
             self.server = server
             server.start()
@@ -293,6 +331,9 @@ class Broker:
             f"{bl.name}://{_host_for_url(bl.bound_host)}:{bl.port}" for bl in server.listeners
         )
         log.info("kbroker listening on %s (log.dirs=%s)", listening, ",".join(self.config.log_dirs))
+        log.info("open-file limit %d: %d descriptors in use for %d partitions and %d listeners",
+                 open_file_limit(), _open_descriptors(), len(state.log_manager.all_logs()),
+                 len(server.listeners))
         self._ready.set()
         try:
             await self._stop_event.wait()
@@ -349,6 +390,13 @@ def _advertised(config: BrokerConfig, server: Any) -> dict[str, tuple[str, int]]
             host = socket.gethostname()
         out[name] = (host, port)
     return out
+
+
+def _open_descriptors() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return -1
 
 
 def _host_for_url(host: str) -> str:

@@ -51,9 +51,12 @@ def _serve_parser(p: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from kbroker.broker import Broker
     from kbroker.config import BrokerConfig
+    from kbroker.storage.errors import KafkaStorageError
     from kbroker.utils.malloc import keep_frame_buffers_in_heap
+    from kbroker.utils.rlimit import raise_open_file_limit
 
     keep_frame_buffers_in_heap()  # process-wide, hence here and not in Broker
+    raise_open_file_limit()  # as the JVM does for Kafka (HotSpot's MaxFDLimit)
 
     try:
         props = load_properties_file(args.config_file) if args.config_file else {}
@@ -70,7 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except OSError as e:
+    except (OSError, KafkaStorageError) as e:
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
         return 1
     return 0

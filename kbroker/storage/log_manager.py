@@ -129,7 +129,13 @@ class LogManager:
         return loader.load()
 
     def shutdown(self) -> None:
-        """Flush every log, write the checkpoints, close, then write the clean markers."""
+        """Flush every log, write the checkpoints, close, then write the clean markers.
+
+        After a startup that did not finish, only close what is open: a clean marker
+        then would skip the recovery that the next start still owes the dirs."""
+        if not self._started:
+            self.abandon()
+            return
         for lg in self._logs.values():
             if not lg.closed:
                 lg.flush()
