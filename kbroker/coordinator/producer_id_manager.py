@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from kbroker.metadata.topic_registry import write_atomically
+from kbroker.utils.atomic_file import write_atomically
 
 PRODUCER_ID_BLOCK_FILE = "kbroker-producer-id-block"
 PRODUCER_ID_BLOCK_SIZE = 1000

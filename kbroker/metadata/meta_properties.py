@@ -20,7 +20,7 @@ import time
 import uuid
 
 from kbroker.config import ConfigError, parse_properties
-from kbroker.metadata.topic_registry import write_atomically
+from kbroker.utils.atomic_file import write_atomically
 
 META_PROPERTIES = "meta.properties"
 

@@ -19,11 +19,12 @@ Locking: the registry is used from the broker's event-loop thread only.
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+
+from kbroker.utils.atomic_file import write_atomically
 
 REGISTRY_FILE = "kbroker-topics.json"
 MAX_TOPIC_NAME_LENGTH = 249
@@ -184,24 +185,3 @@ def _new_topic_id(taken: Mapping[uuid.UUID, object]) -> uuid.UUID:
         if tid.int != 0 and tid not in taken:
             return tid
 
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace `path` with `data` so readers see the old or the new file, whole."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)

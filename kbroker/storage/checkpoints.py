@@ -11,27 +11,12 @@ log dir. Written atomically: <file>.tmp, fsync, rename, fsync of the directory.
 
 from __future__ import annotations
 
-import os
-
 from kbroker.storage.topic_partition import TopicPartition
+from kbroker.utils.atomic_file import write_atomically
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 VERSION = 0
-
-
-def write_atomically(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class OffsetCheckpointFile:

@@ -7,15 +7,20 @@ Persisted as leader-epoch-checkpoint in the partition directory, Kafka's format:
     0 0            <- epoch start_offset
     3 1200
 
-Lock: owned by its Log (event-loop thread). Invariant: epochs and start offsets
-strictly increase.
+Lock: owned by its Log (event-loop thread). The file may be written from the Log's
+flush thread too (take_checkpoint); `_write_lock` orders writers and a version
+number makes sure an older content never replaces a newer one. Invariant: epochs
+and start offsets strictly increase.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
+from collections.abc import Callable
 
-from kbroker.storage.checkpoints import write_atomically
+from kbroker.utils.atomic_file import write_atomically
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
@@ -25,6 +30,9 @@ class LeaderEpochFileCache:
         self.path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
         self.entries: list[tuple[int, int]] = []
         self._dirty = False
+        self._version = 0  # of the content last taken; under _write_lock: of the file
+        self._written_version = 0
+        self._write_lock = threading.Lock()
         try:
             with open(self.path, encoding="utf-8") as f:
                 lines = f.read().splitlines()
@@ -95,8 +103,22 @@ class LeaderEpochFileCache:
         self.entries = []
 
     def flush(self, force: bool = False) -> None:
+        checkpoint = self.take_checkpoint(force)
+        if checkpoint is not None:
+            checkpoint()
+
+    def take_checkpoint(self, force: bool = False) -> Callable[[], None] | None:
+        """The checkpoint file's content as of now, to write on any thread (the flush
+        thread); None when nothing changed since the last one."""
         if not (self._dirty or force):
-            return
+            return None
         lines = ["0", str(len(self.entries))] + [f"{e} {s}" for e, s in self.entries]
-        write_atomically(self.path, "\n".join(lines) + "\n")
         self._dirty = False
+        self._version += 1
+        return functools.partial(self._write, self._version, "\n".join(lines) + "\n")
+
+    def _write(self, version: int, text: str) -> None:
+        with self._write_lock:
+            if version > self._written_version:
+                write_atomically(self.path, text)
+                self._written_version = version

@@ -7,8 +7,10 @@ timestamp, truncate_to, delete_records, roll, flush, close.
 Lock: the broker's event-loop thread calls every method; there is no lock on the
 data path. Two other threads touch a Log: LogManager's FileDeleter thread closes and
 unlinks files of segments this Log has already removed, and the optional flush
-executor fsyncs a rolled segment and then raises the recovery point, under
-`_recovery_lock` (the only state shared across threads).
+executor fsyncs segments (after a roll, a flush.messages or a flush.ms flush) and
+then raises the recovery point, under `_recovery_lock` (the only state shared across
+threads, with the queued flush job). A flush job holds references to the segment
+files it fsyncs, so a segment deleted meanwhile keeps its descriptor until then.
 
 Invariants: log_start_offset <= high_watermark <= log_end_offset;
 recovery_point <= log_end_offset; the segments' base offsets increase, the last
@@ -26,11 +28,11 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from kbroker._core import records as _records
 from kbroker.records.compression import CODEC_BY_NAME, Codec
-from kbroker.records.file_slice import FileSlice
+from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.records.recompress import recompress_batches
 from kbroker.storage.errors import (
     InvalidRecordsError,
@@ -84,6 +86,7 @@ class Log:
         self._flush_executor = flush_executor
         self._recovery_lock = threading.Lock()
         self._truncations = 0
+        self._queued_flush: _FlushJob | None = None  # under _recovery_lock
         self.log_start_offset = log_start_offset
         self._recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = self.log_end_offset
@@ -219,13 +222,13 @@ class Log:
         if self.auto_high_watermark:
             self._high_watermark = self.log_end_offset
         self.unflushed_messages += info.record_count
-        if self.unflushed_messages >= cfg.flush_messages:
-            self.flush()
+        flushed = self.flush_async() if self.unflushed_messages >= cfg.flush_messages else None
         return LogAppendInfo(
             first_offset=first, last_offset=last, max_timestamp=max_ts,
             offset_of_max_timestamp=off_max, log_append_time=log_append_time,
             log_start_offset=self.log_start_offset, record_count=info.record_count,
             valid_bytes=info.valid_bytes, batch_count=info.batch_count, codecs=info.codecs,
+            flushed=flushed,
         )
 
     def _recompress(self, view: memoryview, info: _records.BatchesInfo,
@@ -272,30 +275,17 @@ class Log:
             return
         new_base = self.log_end_offset
         old.on_become_inactive()
-        self.producer_state.take_snapshot(new_base)
+        snapshot = self.producer_state.snapshot(new_base)
         seg = LogSegment(self.dir, new_base, index_interval_bytes=self.config.index_interval_bytes,
                          max_index_size=self.config.segment_index_bytes,
                          created_ms=self.time.milliseconds())
         seg.next_offset = new_base
         self.segments.add(seg)
-        self._schedule_flush(old, new_base)
-
-    def _schedule_flush(self, segment: LogSegment, up_to: int) -> None:
-        """fsync a rolled segment off the event loop, then raise the recovery point."""
         if self._flush_executor is None:
-            return
-        truncations = self._truncations
-
-        def work() -> None:
-            try:
-                segment.flush()
-            except (OSError, ValueError):
-                return  # closed or deleted meanwhile
-            with self._recovery_lock:
-                if truncations == self._truncations and up_to > self._recovery_point:
-                    self._recovery_point = up_to
-
-        self._flush_executor.submit(work)
+            snapshot.write()
+        else:  # the rolled segment and the producer snapshot are fsynced off the loop
+            self._flush_executor.submit(self._logged, snapshot.write, "producer snapshot")
+            self.flush_async()
 
     # -- read -------------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
@@ -543,6 +533,62 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = self.time.milliseconds()
 
+    def flush_async(self) -> Future[None] | None:
+        """fsync everything up to the current log end on the flush thread; the recovery
+        point moves there once the fsync is done. Returns the flush's future (None when
+        there was nothing to flush, or this Log has no flush thread and flushed here).
+
+        The fsync never runs on the event loop, so it stalls no other connection; a
+        Produce that must wait for it (flush.messages) awaits the future. A flush queued
+        but not yet started takes in later appends instead of queueing another fsync."""
+        if self._flush_executor is None:
+            self.flush()
+            return None
+        self._check_open()
+        target = self.log_end_offset
+        if target <= self.recovery_point and self.unflushed_messages == 0:
+            return None
+        epochs = self.leader_epoch_cache.take_checkpoint()  # only when epochs changed
+        if epochs is not None:
+            self._flush_executor.submit(self._logged, epochs, "leader-epoch-checkpoint")  # in order
+        files = [(seg.open_file(), seg) for seg in self.segments.from_offset(self.recovery_point)]
+        self.unflushed_messages = 0
+        self.last_flush_ms = self.time.milliseconds()
+        with self._recovery_lock:
+            job = self._queued_flush
+            if job is not None:
+                job.target, job.files, job.truncations = target, files, self._truncations
+                return job.future
+            job = self._queued_flush = _FlushJob(target, files, self._truncations)
+        self._flush_executor.submit(self._run_flush, job)
+        return job.future
+
+    def _logged(self, write: Callable[[], None], what: str) -> None:
+        """Run a background write on the flush thread; a failure is logged, never dropped."""
+        try:
+            write()
+        except OSError as e:
+            log.error("writing the %s of %s failed: %s", what, self.topic_partition, e)
+
+    def _run_flush(self, job: _FlushJob) -> None:
+        """On the flush thread: fsync the job's files, then raise the recovery point unless
+        the log was truncated since the job was (last) filled."""
+        with self._recovery_lock:
+            if self._queued_flush is job:
+                self._queued_flush = None
+        try:
+            for file, seg in job.files:
+                os.fsync(file.fd)
+                seg.flush_indexes()
+        except OSError as e:
+            log.error("flush of %s failed: %s", self.topic_partition, e)
+            job.future.set_exception(KafkaStorageError(f"flush of {self.topic_partition} failed: {e}"))
+            return
+        with self._recovery_lock:
+            if job.truncations == self._truncations and job.target > self._recovery_point:
+                self._recovery_point = job.target
+        job.future.set_result(None)
+
     def close(self) -> None:
         if self.closed:
             return
@@ -577,3 +623,15 @@ class Log:
                 break
             offset = scan.next_offset
         return bytes(out)
+
+
+class _FlushJob:
+    """One queued fsync of a Log: the files up to `target`, and who waits for it."""
+
+    __slots__ = ("target", "files", "truncations", "future")
+
+    def __init__(self, target: int, files: list[tuple[SegmentFile, LogSegment]], truncations: int) -> None:
+        self.target = target
+        self.files = files
+        self.truncations = truncations
+        self.future: Future[None] = Future()

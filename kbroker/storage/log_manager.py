@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from kbroker.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -250,12 +250,17 @@ class LogManager:
                 deleted += lg.delete_old_segments()
         return deleted
 
-    def flush_dirty_logs(self) -> None:
-        """Flush the logs whose flush.ms has elapsed since their last flush."""
+    def flush_dirty_logs(self) -> list[Future[None]]:
+        """Flush the logs whose flush.ms has elapsed since their last flush, on the flush
+        thread (a failure is logged there); return the flushes started."""
         now = self.time.milliseconds()
+        started = []
         for lg in list(self._logs.values()):
             if not lg.closed and now - lg.last_flush_ms >= lg.config.flush_ms:
-                lg.flush()
+                flushed = lg.flush_async()
+                if flushed is not None:
+                    started.append(flushed)
+        return started
 
     def checkpoint(self) -> None:
         """Write recovery points and log start offsets of every log dir."""

@@ -275,12 +275,13 @@ class LogSegment:
         if loc is None:
             return None
         if loc.position >= max_position:
-            return loc.position, FileSlice(self._open_file(), loc.position, 0)
+            return loc.position, FileSlice(self.open_file(), loc.position, 0)
         limit = max(max_size, loc.size) if min_one_message else max_size
         size = min(max_position - loc.position, limit)
-        return loc.position, FileSlice(self._open_file(), loc.position, max(size, 0))
+        return loc.position, FileSlice(self.open_file(), loc.position, max(size, 0))
 
-    def _open_file(self) -> SegmentFile:
+    def open_file(self) -> SegmentFile:
+        """The segment's file, held by whoever sends or fsyncs it after the segment closes."""
         if self._file is None:
             raise KafkaStorageError(f"segment {self.log_path} is closed")
         return self._file
@@ -362,10 +363,17 @@ class LogSegment:
 
     def flush(self) -> None:
         os.fsync(self.fd)
-        if self._offset_index is not None:
-            self._offset_index.flush()
-        if self._time_index is not None:
-            self._time_index.flush()
+        self.flush_indexes()
+
+    def flush_indexes(self) -> None:
+        """msync the mapped indexes (also from the flush thread: an index closed or
+        remapped meanwhile is skipped; indexes are rebuilt on recovery anyway)."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                try:
+                    idx.flush()
+                except (ValueError, OSError):
+                    pass
 
     def close(self) -> None:
         if self.max_timestamp_so_far >= 0:

@@ -10,7 +10,7 @@ import base64
 import os
 import uuid
 
-from kbroker.storage.checkpoints import write_atomically
+from kbroker.utils.atomic_file import write_atomically
 
 PARTITION_METADATA_FILE = "partition.metadata"
 

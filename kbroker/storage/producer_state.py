@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from kbroker._core.crc32c import crc32c
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.records.batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from kbroker.utils.atomic_file import write_atomically
 
 if TYPE_CHECKING:
     from kbroker.storage.log import Log
@@ -259,22 +260,24 @@ class ProducerStateManager:
 
     def take_snapshot(self, offset: int) -> None:
         """Write the state as of `offset` (the log end: every batch below it is in the state)."""
+        self.snapshot(offset).write()
+
+    def snapshot(self, offset: int) -> ProducerSnapshot:
+        """The state as of `offset`, encoded now; `write()` it on any thread (the flush
+        thread after a roll)."""
         if not self.loaded:
-            return
+            return ProducerSnapshot(self, offset, None)
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in self.producers.values():
             body += _ENTRY.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
             for b in e.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
-        data = struct.pack(">hI", 1, crc32c(bytes(body))) + bytes(body)
+        return ProducerSnapshot(self, offset, struct.pack(">hI", 1, crc32c(bytes(body))) + bytes(body))
+
+    def _write_snapshot(self, offset: int, data: bytes) -> None:
         path = self._snapshot_path(offset)
-        tmp = path + ".tmp"
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            write_atomically(path, data)
         except OSError as e:
             log.warning("cannot write producer snapshot %s: %s", path, e)
             return
@@ -341,3 +344,18 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+class ProducerSnapshot:
+    """An encoded producer-state snapshot waiting to be written (nothing when not loaded)."""
+
+    __slots__ = ("_manager", "_offset", "_data")
+
+    def __init__(self, manager: ProducerStateManager, offset: int, data: bytes | None) -> None:
+        self._manager = manager
+        self._offset = offset
+        self._data = data
+
+    def write(self) -> None:
+        if self._data is not None:
+            self._manager._write_snapshot(self._offset, self._data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from kbroker.records.file_slice import FileSlice
@@ -34,6 +35,9 @@ class LogAppendInfo:
     valid_bytes: int
     batch_count: int = 0
     codecs: int = 0
+    # flush.messages reached: the fsync running on the flush thread (the caller answers
+    # the producer once it is done); None when no flush was due.
+    flushed: Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,9 +173,11 @@ def test_delete_records_and_truncate_fully(env: Env) -> None:
 def test_flush_messages_moves_recovery_point(env: Env) -> None:
     log = env.log
     log.update_config(log.config.with_overrides(flush_messages=5))
-    log.append_as_leader(values_batch(3))
+    assert log.append_as_leader(values_batch(3)).flushed is None
     assert log.recovery_point == 0
-    log.append_as_leader(values_batch(3))
+    flushed = log.append_as_leader(values_batch(3)).flushed
+    assert flushed is not None  # the fsync runs on the flush thread; the caller awaits it
+    flushed.result(10)
     assert log.recovery_point == 6
 
 

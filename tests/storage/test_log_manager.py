@@ -121,7 +121,8 @@ def test_flush_dirty_logs_and_checkpoints(env: Env) -> None:
     env.manager.flush_dirty_logs()
     assert log.recovery_point == 0
     env.time.sleep(1000)
-    env.manager.flush_dirty_logs()
+    for flushed in env.manager.flush_dirty_logs():
+        flushed.result(10)
     assert log.recovery_point == 3
     log.delete_records(2)
     env.manager.checkpoint()
