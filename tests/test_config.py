@@ -182,3 +182,9 @@ def test_named_listeners_need_a_plaintext_mapping() -> None:
 def test_values_storage_rejects_fail_at_startup_naming_the_broker_key() -> None:
     with pytest.raises(ConfigError, match="log.cleaner.min.cleanable.ratio"):
         BrokerConfig.from_props({"log.cleaner.min.cleanable.ratio": "lots"})
+
+
+def test_log_preallocate_is_refused_at_startup_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match="log.preallocate"):
+        BrokerConfig.from_props({"log.preallocate": "true"})
+    assert not BrokerConfig.from_props({"log.preallocate": "false"}).log_config().preallocate

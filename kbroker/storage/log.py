@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import threading
 import uuid
 from collections.abc import Callable
@@ -263,7 +264,10 @@ class Log:
     def _maybe_roll(self, size: int, max_offset: int, now: int) -> LogSegment:
         seg = self.segments.active
         cfg = self.config
-        if seg.should_roll(size, max_offset, now, cfg.segment_bytes, cfg.segment_ms - cfg.segment_jitter_ms):
+        if seg.roll_jitter_ms < 0:  # drawn once per segment, as Kafka's randomSegmentJitter
+            jitter = min(cfg.segment_jitter_ms, cfg.segment_ms)
+            seg.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+        if seg.should_roll(size, max_offset, now, cfg.segment_bytes, cfg.segment_ms - seg.roll_jitter_ms):
             self.roll()
         return self.segments.active
 

@@ -69,7 +69,8 @@ KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", "double", 0.5, lambda v: 0.0 <= v <= 1.0),
     ConfigKey("min.compaction.lag.ms", "min_compaction_lag_ms", "long", 0, _at_least(0)),
     ConfigKey("min.insync.replicas", "min_insync_replicas", "int", 1, _at_least(1)),
-    ConfigKey("preallocate", "preallocate", "boolean", False),
+    # Not implemented: only Kafka's default (false) is accepted, never silently ignored.
+    ConfigKey("preallocate", "preallocate", "boolean", False, lambda v: v is False),
     ConfigKey("remote.storage.enable", "remote_storage_enable", "boolean", False),
     ConfigKey("retention.bytes", "retention_bytes", "long", -1),
     ConfigKey("retention.ms", "retention_ms", "long", 604800000, _at_least(-1)),

@@ -46,6 +46,7 @@ class LoadResult:
 
     def __init__(self) -> None:
         self.recovered_segments = 0
+        self.scanned_bytes = 0
         self.truncated_bytes = 0
         self.deleted_segments = 0
         self.rebuilt_indexes = 0
@@ -162,6 +163,7 @@ class LogLoader:
             if seg.base_offset < start.base_offset:
                 seg.load_closed(all_segments[i + 1].base_offset)
                 continue
+            self.result.scanned_bytes += seg.size
             truncated, epochs = seg.recover(expected_next_offset=expected)
             self.result.recovered_segments += 1
             for epoch, offset in epochs:

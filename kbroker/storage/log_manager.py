@@ -32,7 +32,7 @@ from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
-from kbroker.storage.log_loader import LogLoader
+from kbroker.storage.log_loader import LoadResult, LogLoader
 from kbroker.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import SYSTEM_TIME, Time
@@ -93,16 +93,22 @@ class LogManager:
                 except ValueError:
                     continue
                 jobs.append((d, path, tp, clean, recovery.get(tp, 0), starts.get(tp, 0)))
+        started_ms = self.time.monotonic_ms()
         with ThreadPoolExecutor(self.recovery_threads, thread_name_prefix="kbroker-log-recovery") as pool:
             loaded = list(pool.map(lambda job: self._load(*job), jobs))
         self.last_load_recovered = []
-        for (d, _path, tp, clean, _rp, _ls), lg in zip(jobs, loaded, strict=True):
+        recovered: list[LoadResult] = []
+        for (d, _path, tp, clean, _rp, _ls), (lg, result) in zip(jobs, loaded, strict=True):
             if tp in self._logs:
                 lg.close()
                 raise KafkaStorageError(f"duplicate log directories for {tp}")
             self._publish(tp, lg, d)
             if not clean:
                 self.last_load_recovered.append(tp)
+                recovered.append(result)
+        if recovered:
+            _log_recovery(recovered, [d for d in self.log_dirs if not os.path.exists(
+                os.path.join(d, CLEAN_SHUTDOWN_FILE))], self.time.monotonic_ms() - started_ms)
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
@@ -118,7 +124,7 @@ class LogManager:
             return {}
 
     def _load(self, log_dir: str, path: str, tp: TopicPartition, clean: bool,
-              recovery_point: int, log_start_offset: int) -> Log:
+              recovery_point: int, log_start_offset: int) -> tuple[Log, LoadResult]:
         try:
             topic_id = read_partition_metadata(path)
         except ValueError:
@@ -126,7 +132,13 @@ class LogManager:
         loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
                            had_clean_shutdown=clean, recovery_point=recovery_point,
                            log_start_offset=log_start_offset, flush_executor=self._flusher)
-        return loader.load()
+        lg = loader.load()
+        if not clean:
+            r = loader.result
+            log.debug("recovered %s: scanned %d bytes in %d segments, truncated %d bytes, "
+                      "deleted %d segments", tp, r.scanned_bytes, r.recovered_segments,
+                      r.truncated_bytes, r.deleted_segments)
+        return lg, loader.result
 
     def shutdown(self) -> None:
         """Flush every log, write the checkpoints, close, then write the clean markers.
@@ -277,3 +289,13 @@ class LogManager:
             OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
         except OSError as e:
             raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e
+
+
+def _log_recovery(results: list[LoadResult], dirs: list[str], elapsed_ms: int) -> None:
+    """One line after an unclean shutdown: what recovery scanned, cut and took."""
+    log.warning(
+        "recovered %d logs in %s after an unclean shutdown: scanned %d bytes in %d segments, "
+        "truncated %d bytes, deleted %d segments, in %d ms", len(results), ",".join(dirs),
+        sum(r.scanned_bytes for r in results), sum(r.recovered_segments for r in results),
+        sum(r.truncated_bytes for r in results), sum(r.deleted_segments for r in results),
+        elapsed_ms)

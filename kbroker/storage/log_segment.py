@@ -76,6 +76,7 @@ class LogSegment:
         self._file: SegmentFile | None = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = os.fstat(self.fd).st_size
         self.bytes_since_last_index_entry = 0
+        self.roll_jitter_ms = -1  # segment.jitter.ms drawn for this segment (-1: not yet)
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._index_suffix = ""

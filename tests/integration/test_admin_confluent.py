@@ -114,6 +114,14 @@ def test_create_topics_with_configs_and_errors(admin: AdminClient) -> None:
     assert configs["cleanup.policy"].value == "compact"
 
 
+def test_unimplemented_topic_configs_are_refused_not_ignored(admin: AdminClient) -> None:
+    topic = _name("prealloc")
+    fs = admin.create_topics([NewTopic(topic, 1, 1, config={"preallocate": "true"})],
+                             request_timeout=TIMEOUT)
+    assert _error(fs[topic]) == KafkaError.INVALID_CONFIG
+    _create(admin, NewTopic(topic, 1, 1, config={"preallocate": "false"}))  # Kafka's default
+
+
 def test_create_topics_validate_only(admin: AdminClient) -> None:
     topic = _name("validate")
     _create(admin, NewTopic(topic, 4, 1, config={"segment.bytes": "1048576"}), validate_only=True)

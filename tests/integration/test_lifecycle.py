@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -155,3 +156,20 @@ def test_properties_file_and_overrides(tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+def test_recovery_after_an_unclean_shutdown_is_logged(broker_factory: Any) -> None:
+    broker = broker_factory({"num.partitions": "1"}).start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    for i in range(100):
+        producer.produce("recover-me", value=b"v%d" % i)
+    assert producer.flush(30) == 0
+    broker.kill()
+    segment = next((broker.log_dir / "recover-me-0").glob("*.log"))
+    size = segment.stat().st_size
+    with open(segment, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x07torn tail")  # a half-written batch
+    broker.start()
+    line = next(ln for ln in broker.output().splitlines() if "after an unclean shutdown" in ln)
+    assert "scanned " in line and "truncated 17 bytes" in line and " ms" in line
+    assert segment.stat().st_size == size

@@ -95,6 +95,24 @@ def test_rolls_by_size_and_time(env: Env) -> None:
     assert log.active_segment.base_offset == log.log_end_offset
 
 
+def test_segment_jitter_is_drawn_per_segment(env: Env) -> None:
+    """Kafka's segment.jitter.ms: each segment rolls after segment.ms minus its own random
+    jitter in [0, jitter), not after segment.ms minus the whole jitter."""
+    log = env.log
+    log.update_config(log.config.with_overrides(segment_ms=10_000, segment_jitter_ms=9_000))
+    ages = []
+    for _ in range(30):
+        log.append_as_leader(values_batch(1))
+        segments, waited = len(log.segments), 0
+        while len(log.segments) == segments:
+            env.time.sleep(250)
+            waited += 250
+            log.append_as_leader(values_batch(1))
+        ages.append(waited)
+    assert all(1_000 < age <= 10_250 for age in ages)
+    assert len(set(ages)) > 5  # random per segment: not one fixed cut-off
+
+
 def test_read_bounds(env: Env) -> None:
     log = env.log
     for _ in range(50):

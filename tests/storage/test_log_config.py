@@ -32,8 +32,8 @@ def test_every_key_has_a_field_with_its_default() -> None:
 
 def test_from_props_parses_and_records_overrides() -> None:
     c = LogConfig.from_props({"retention.ms": "1000", "cleanup.policy": "compact,delete",
-                              "preallocate": "true", "min.cleanable.dirty.ratio": "0.25"})
-    assert c.retention_ms == 1000 and c.compact and c.delete and c.preallocate
+                              "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.25"})
+    assert c.retention_ms == 1000 and c.compact and c.delete and c.message_timestamp_type == "LogAppendTime"
     assert c.min_cleanable_dirty_ratio == 0.25
     rows = {e.name: e for e in c.entries()}
     assert len(rows) == len(KEYS)
@@ -41,11 +41,11 @@ def test_from_props_parses_and_records_overrides() -> None:
     assert rows["retention.ms"].default == "604800000"
     assert rows["segment.bytes"].is_default and rows["segment.bytes"].value == "1073741824"
     assert rows["cleanup.policy"].value == "compact,delete"
-    assert rows["preallocate"].value == "true"
+    assert rows["message.timestamp.type"].value == "LogAppendTime"
 
 
 @pytest.mark.parametrize("key,value", [
-    ("retention.ms", "soon"), ("segment.bytes", "1.5"), ("preallocate", "yes"),
+    ("retention.ms", "soon"), ("segment.bytes", "1.5"), ("preallocate", "yes"), ("preallocate", "true"),
     ("message.timestamp.type", "WallTime"), ("cleanup.policy", "shred"),
     ("segment.bytes", "3000000000"), ("min.insync.replicas", "0"), ("compression.type", "brotli"),
     ("no.such.key", "1"),
