@@ -268,8 +268,12 @@ cdef class ColumnarRecords:
                 else:
                     timestamp = <int64_t>kb_load_be64(p + BASE_TIMESTAMP_POS)
                 if attributes & CODEC_MASK:
-                    plain = _decompress(attributes & CODEC_MASK, records,
-                                        pos - size + HEADER_SIZE, pos)
+                    try:
+                        plain = _decompress(attributes & CODEC_MASK, records,
+                                            pos - size + HEADER_SIZE, pos)
+                    except ValueError as e:  # bounded: see compression.decompress
+                        raise CorruptRecordError(
+                            f"cannot decompress the batch at offset {base_offset}: {e}") from e
                     self._records(<const unsigned char *>PyBytes_AS_STRING(plain),
                                   PyBytes_GET_SIZE(plain), count, base_offset, timestamp,
                                   attributes, start, end, &first)

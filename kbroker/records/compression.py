@@ -29,6 +29,20 @@ _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_CHUNK = 32 * 1024
 
 
+# What a batch's records section may expand to when it must be decompressed (compaction,
+# recompression to the topic's codec, timestamp lookups, readers). Kafka has no such
+# bound but its heap; a producer's uncompressed batch is bounded by its batch.size and
+# max.request.size (1 MB by default), so 64 x the batch size limit is generous.
+DECOMPRESSION_RATIO_LIMIT = 64
+DEFAULT_MAX_DECOMPRESSED_BYTES = DECOMPRESSION_RATIO_LIMIT * 1048588  # x max.message.bytes
+
+
+class DecompressionLimitError(ValueError):
+    def __init__(self, max_size: int) -> None:
+        super().__init__(f"the batch decompresses to more than {max_size} bytes "
+                         f"({DECOMPRESSION_RATIO_LIMIT} x max.message.bytes)")
+
+
 class Codec(IntEnum):
     NONE = 0
     GZIP = 1
@@ -47,9 +61,10 @@ CODEC_BY_NAME = {
 }
 
 
-def _snappy_decompress(data: bytes | memoryview) -> bytes:
+def _snappy_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     raw = bytes(data)
     if not raw.startswith(XERIAL_MAGIC):
+        _check_snappy_length(raw, max_size)
         return bytes(cramjam.snappy.decompress_raw(raw))
     out = bytearray()
     pos = 16
@@ -58,9 +73,25 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
         pos += 4
         if n < 0 or pos + n > len(raw):
             raise ValueError("truncated xerial snappy chunk")
-        out += bytes(cramjam.snappy.decompress_raw(raw[pos : pos + n]))
+        chunk = raw[pos : pos + n]
+        _check_snappy_length(chunk, max_size - len(out))
+        out += bytes(cramjam.snappy.decompress_raw(chunk))
         pos += n
     return bytes(out)
+
+
+def _check_snappy_length(block: bytes, max_size: int) -> None:
+    """A raw snappy block starts with its uncompressed length (a varint): check it first."""
+    length = shift = 0
+    for i, byte in enumerate(block[:5]):
+        length |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+        if i == 4:
+            raise ValueError("bad snappy length preamble")
+    if length > max_size:
+        raise DecompressionLimitError(max_size)
 
 
 def _snappy_compress(data: bytes | memoryview) -> bytes:
@@ -72,19 +103,30 @@ def _snappy_compress(data: bytes | memoryview) -> bytes:
     return bytes(out)
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """The records section of a batch with the given codec, uncompressed."""
+def decompress(codec: int, data: bytes | memoryview,
+               max_size: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
+    """The records section of a batch with the given codec, uncompressed; at most
+    `max_size` bytes (DecompressionLimitError beyond: a small batch must not expand
+    without bound in the broker's or a reader's memory)."""
     if codec == Codec.NONE:
-        return bytes(data)
-    if codec == Codec.GZIP:
-        return zlib.decompress(bytes(data), 16 + zlib.MAX_WBITS)
-    if codec == Codec.SNAPPY:
-        return _snappy_decompress(data)
-    if codec == Codec.LZ4:
-        return bytes(lz4.frame.decompress(bytes(data)))
-    if codec == Codec.ZSTD:
-        return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
-    raise ValueError(f"unknown compression codec {codec}")
+        out = bytes(data)
+    elif codec == Codec.GZIP:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = d.decompress(bytes(data), max_size + 1)
+        if not d.eof and len(out) <= max_size:
+            raise zlib.error("incomplete gzip stream")
+    elif codec == Codec.SNAPPY:
+        out = _snappy_decompress(data, max_size)
+    elif codec == Codec.LZ4:
+        out = bytes(lz4.frame.LZ4FrameDecompressor().decompress(bytes(data), max_length=max_size + 1))
+    elif codec == Codec.ZSTD:
+        with zstandard.ZstdDecompressor().stream_reader(bytes(data)) as reader:
+            out = reader.read(max_size + 1)
+    else:
+        raise ValueError(f"unknown compression codec {codec}")
+    if len(out) > max_size:
+        raise DecompressionLimitError(max_size)
+    return out
 
 
 def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:

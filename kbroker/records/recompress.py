@@ -20,15 +20,16 @@ _LENGTH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
 
-def recompress_batches(data: bytes | bytearray | memoryview, codec: int,
-                       level: int | None = None) -> bytearray:
-    """The payload with every batch whose codec differs re-encoded with `codec`."""
+def recompress_batches(data: bytes | bytearray | memoryview, codec: int, level: int | None = None,
+                       max_uncompressed: int = compression.DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytearray:
+    """The payload with every batch whose codec differs re-encoded with `codec`; a batch
+    whose records expand beyond `max_uncompressed` raises DecompressionLimitError."""
     out = bytearray()
     for batch in iter_batches(data):
         if batch.header.codec == codec:
             out += batch.data
             continue
-        records = compression.compress(codec, batch.records_section(), level)
+        records = compression.compress(codec, batch.records_section(max_uncompressed), level)
         head = bytearray(batch.data[:HEADER_SIZE])
         attributes = (batch.header.attributes & ~CODEC_MASK) | codec
         _ATTRIBUTES.pack_into(head, 21, attributes)

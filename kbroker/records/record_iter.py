@@ -54,8 +54,8 @@ class Batch:
         self.position = position
         self.data = data[position : position + self.header.size_in_bytes]
 
-    def records_section(self) -> bytes:
-        return compression.decompress(self.header.codec, self.data[HEADER_SIZE:])
+    def records_section(self, max_size: int = compression.DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
+        return compression.decompress(self.header.codec, self.data[HEADER_SIZE:], max_size)
 
     def records(self) -> Iterator[Record]:
         h = self.header

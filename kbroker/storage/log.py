@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 from kbroker._core import records as _records
-from kbroker.records.compression import CODEC_BY_NAME, Codec
+from kbroker.records.compression import CODEC_BY_NAME, DECOMPRESSION_RATIO_LIMIT, Codec
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.records.recompress import recompress_batches
 from kbroker.storage.errors import (
@@ -242,8 +242,9 @@ class Log:
         level = {Codec.GZIP: cfg.compression_gzip_level, Codec.LZ4: cfg.compression_lz4_level,
                  Codec.ZSTD: cfg.compression_zstd_level}.get(codec)
         try:
-            data = recompress_batches(view, codec, level)
-        except (ValueError, OSError, RuntimeError) as e:  # a codec error on the way in
+            data = recompress_batches(view, codec, level,
+                                      DECOMPRESSION_RATIO_LIMIT * max(cfg.max_message_bytes, 1))
+        except Exception as e:  # any codec's error (zlib.error, ZstdError, ...) on the way in
             raise InvalidRecordsError(f"cannot decompress batch: {e}") from e
         out = memoryview(data)
         try:
