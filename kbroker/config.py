@@ -423,6 +423,12 @@ class BrokerConfig:
         )
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
             log.warning("message.max.bytes exceeds socket.request.max.bytes")
+        queued_bytes = values["queued_max_request_bytes"]
+        if 0 < queued_bytes < values["socket_request_max_bytes"]:  # Kafka's KafkaConfig check
+            raise ConfigError("queued.max.request.bytes must be -1 (no bound) or at least "
+                              f"socket.request.max.bytes ({values['socket_request_max_bytes']})")
+        if queued_bytes == 0:
+            raise ConfigError("queued.max.request.bytes must be -1 (no bound) or positive")
         config = cls(**values, props=dict(props))
         config.log_config()  # fail fast on values storage rejects
         return config

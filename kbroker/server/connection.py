@@ -11,8 +11,12 @@ Requests are decoded and dispatched as they arrive. Each gets a slot in an
 ordered queue; a handler may complete later (long-poll Fetch) and a response
 leaves only when every earlier slot has left, so clients that pipeline (up to
 5 in flight) see responses in request order. An acks=0 Produce occupies a slot
-that produces no bytes. Reading stops (backpressure) while too many responses
-are pending or too many response bytes are queued, and resumes as they drain.
+that produces no bytes. Reading stops (backpressure) while the broker's
+RequestQueue is full (queued.max.requests / queued.max.request.bytes, Kafka's
+keys, over all connections), while this connection has MAX_PENDING_RESPONSES
+requests unanswered (Kafka reads one request per connection at a time; kbroker
+lets a client pipeline this many) or MAX_QUEUED_OUTPUT response bytes unsent,
+and resumes as they drain.
 
 Protocol errors close the connection, as Kafka does: an undecodable header or
 body, an unknown API key, an unsupported version of any API but ApiVersions
@@ -31,6 +35,7 @@ import logging
 import socket
 import struct
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
@@ -58,12 +63,13 @@ _BIG_FRAME = 256 * 1024  # frames at least this large are received in place
 
 
 class _Slot:
-    __slots__ = ("api_key", "version", "correlation_id", "done", "parts", "close_after")
+    __slots__ = ("api_key", "version", "correlation_id", "size", "done", "parts", "close_after")
 
-    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+    def __init__(self, api_key: int, version: int, correlation_id: int, size: int) -> None:
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
+        self.size = size  # of the request frame: counted in the broker's RequestQueue
         self.done = False
         self.parts: list[Any] | None = None
         self.close_after = False
@@ -141,7 +147,9 @@ class Connection:
         self.writer.close()
         for task in list(self._tasks):
             task.cancel()
+        self._release(self._pending)
         self._pending.clear()
+        self.server.request_queue.forget(self)
         try:
             self.sock.close()
         except OSError:
@@ -159,10 +167,24 @@ class Connection:
             self._reading = True
 
     def _overloaded(self) -> bool:
+        if self.server.request_queue.full:
+            self.server.request_queue.wait(self, self._on_queue_room)
+            return True
         return (
             len(self._pending) >= MAX_PENDING_RESPONSES
             or self.writer.queued_bytes >= MAX_QUEUED_OUTPUT
         )
+
+    def _on_queue_room(self) -> None:
+        if not self._reading and not self.closed and not self._draining and not self._overloaded():
+            self._resume_reading()
+            if self._inbuf and self._reading:
+                self._guarded_process_input()
+
+    def _release(self, slots: Iterable[_Slot]) -> None:
+        queue = self.server.request_queue
+        for slot in slots:
+            queue.remove(slot.size)
 
     # -- input
 
@@ -249,7 +271,7 @@ class Connection:
         spec = API_TABLE.get(api_key)
         if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
             # KIP-511: answer in the v0 format, without parsing the body.
-            slot = self._new_slot(api_key, 0, correlation_id)
+            slot = self._new_slot(api_key, 0, correlation_id, len(frame))
             self._complete(slot, api_versions.unsupported_version_response(spec))
             return
         if spec is None or not spec.min_version <= version <= spec.max_version:
@@ -276,12 +298,13 @@ class Connection:
             listener_name=self.listener_name,
             peer=self.peer,
         )
-        slot = self._new_slot(api_key, version, correlation_id)
+        slot = self._new_slot(api_key, version, correlation_id, len(frame))
         self._dispatch(slot, spec, ctx, request)
 
-    def _new_slot(self, api_key: int, version: int, correlation_id: int) -> _Slot:
-        slot = _Slot(api_key, version, correlation_id)
+    def _new_slot(self, api_key: int, version: int, correlation_id: int, size: int) -> _Slot:
+        slot = _Slot(api_key, version, correlation_id, size)
         self._pending.append(slot)
+        self.server.request_queue.add(size)
         return slot
 
     # -- dispatch
@@ -356,6 +379,7 @@ class Connection:
         pending = self._pending
         while pending and pending[0].done and not self.closed:
             slot = pending.popleft()
+            self._release((slot,))
             if slot.close_after:
                 self._close_when_sent()
                 return
@@ -369,6 +393,7 @@ class Connection:
     def _close_when_sent(self) -> None:
         """Send what earlier requests produced, then close; later requests are dropped."""
         self.stop_reading()
+        self._release(self._pending)
         self._pending.clear()
         self._close_after_drain = True
         if self.writer.idle:

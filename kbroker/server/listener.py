@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from kbroker.config import Listener
 from kbroker.server.connection import Connection
+from kbroker.server.request_queue import RequestQueue
 
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState
@@ -89,6 +90,8 @@ class SocketServer:
         self.loop = loop
         self.listeners: list[BoundListener] = []
         self.connections: set[Connection] = set()
+        self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
+                                          broker.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
