@@ -223,6 +223,7 @@ class Broker:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._periodic: list[asyncio.Task[None]] = []
+        self.failure: str | None = None  # why the broker stopped by itself, if it did
         self._bound: list[tuple[str, int]] = []
 
     # -- public API
@@ -326,6 +327,10 @@ class Broker:
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop_event.set)
+        def dir_offline(log_dir: str, any_left: bool) -> None:  # on the failing thread
+            loop.call_soon_threadsafe(self._log_dir_offline, state, log_dir, any_left)
+
+        state.log_manager.on_dir_offline = dir_offline
         self._start_periodic(state)
         listening = ", ".join(
             f"{bl.name}://{_host_for_url(bl.bound_host)}:{bl.port}" for bl in server.listeners
@@ -339,6 +344,14 @@ class Broker:
             await self._stop_event.wait()
         finally:
             await self._shutdown(state, server)
+
+    def _log_dir_offline(self, state: BrokerState, log_dir: str, any_left: bool) -> None:
+        state.log_manager.take_dir_offline(log_dir)
+        if not any_left and self._stop_event is not None:
+            # Kafka halts when every log dir has failed: nothing could be served.
+            self.failure = f"every log dir has failed (the last: {log_dir}); shutting down"
+            log.error("%s", self.failure)
+            self._stop_event.set()
 
     def _start_periodic(self, state: BrokerState) -> None:
         self._periodic = [

@@ -76,6 +76,9 @@ def _serve(args: argparse.Namespace) -> int:
     except (OSError, KafkaStorageError) as e:
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
         return 1
+    if broker.failure is not None:
+        print(f"kbroker: stopped: {broker.failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -368,11 +368,10 @@ class GroupCoordinator:
         if member_id != group.leader_id:
             return
         full = {mid: assignments.get(mid, b"") for mid in group.members}
-        try:
-            self.manager.store_group(group, full)
-        except Exception:
-            log.exception("group %s: storing the assignment failed", group.group_id)
-            self._fail_sync_waiters(group, E.COORDINATOR_NOT_AVAILABLE)
+        code = self._write(group.group_id, "storing the assignment",
+                           lambda: self.manager.store_group(group, full))
+        if code != E.NONE:
+            self._fail_sync_waiters(group, code)
             self._rebalance(group, "storing the assignment failed")
             return
         for mid, m in group.members.items():
@@ -521,12 +520,12 @@ class GroupCoordinator:
         return results
 
     def _write(self, group_id: str, what: str, write: Callable[[], object]) -> int:
-        """Run a write to __consumer_offsets; COORDINATOR_NOT_AVAILABLE if storage fails."""
+        """Run a write to __consumer_offsets; the error the client gets if it fails."""
         try:
             write()
-        except Exception:
-            log.exception("group %s: %s failed", group_id, what)
-            return E.COORDINATOR_NOT_AVAILABLE
+        except Exception as e:
+            log.error("group %s: %s failed: %s", group_id, what, e)
+            return store_error(e)
         return E.NONE
 
     def _check_commit(self, group: GroupMetadata, member_id: str, instance_id: str | None,
@@ -627,3 +626,14 @@ class GroupCoordinator:
         code = self._write(group_id, "deleting offsets", lambda: self.manager.delete_offsets(group, deletable))
         results.update({tp: code for tp in deletable})
         return E.NONE, results
+
+
+def store_error(error: BaseException) -> int:
+    """The error for a failed __consumer_offsets write, mapped as Kafka's
+    GroupMetadataManager maps its append errors (storeGroup / storeOffsets)."""
+    code = getattr(error, "error_code", None)
+    if code in (E.KAFKA_STORAGE_ERROR, E.NOT_LEADER_OR_FOLLOWER):
+        return E.NOT_COORDINATOR  # the client finds the coordinator again
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.INVALID_COMMIT_OFFSET_SIZE
+    return E.COORDINATOR_NOT_AVAILABLE

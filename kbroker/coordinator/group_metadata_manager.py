@@ -39,9 +39,11 @@ class MemoryGroupStore:
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes, bytes | None]] = []
-        self.fail = False
+        self.fail: bool | BaseException = False  # True: an OSError; or the error to raise
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if isinstance(self.fail, BaseException):
+            raise self.fail
         if self.fail:
             raise OSError("store failure (test)")
         self.records.extend((group_id, k, v) for k, v in records)

@@ -99,6 +99,9 @@ class Log:
         # lowered the recovery point: LogManager writes its checkpoints then (as Kafka
         # does), so a crash cannot resurrect deleted records or skip rescanning.
         self.on_checkpoint_needed: Callable[[Log], None] | None = None
+        # Called (from any thread) with what failed and the OSError: LogManager takes the
+        # log dir offline (LogDirFailureChannel).
+        self.on_io_error: Callable[[str, BaseException], None] | None = None
         self.producer_state = ProducerStateManager(directory)  # idempotent producers; loaded lazily
 
     def __repr__(self) -> str:
@@ -214,8 +217,11 @@ class Log:
             max_ts, off_max = log_append_time, first
         else:
             max_ts, off_max = info.max_timestamp, first + info.offset_of_max_timestamp
-        segment = self._maybe_roll(info.valid_bytes, last, now)
-        segment.append(last, max_ts, off_max, buf)
+        try:
+            segment = self._maybe_roll(info.valid_bytes, last, now)
+            segment.append(last, max_ts, off_max, buf)
+        except (OSError, KafkaStorageError) as e:
+            raise self._io_failed(f"appending to {self.topic_partition}", e) from e
         if assign:
             self.leader_epoch_cache.assign(leader_epoch, first)
         if producer_append is not None:
@@ -531,7 +537,7 @@ class Log:
                     break
                 seg.flush()
         except OSError as e:
-            raise KafkaStorageError(f"flush of {self.topic_partition} failed: {e}") from e
+            raise self._io_failed(f"flushing {self.topic_partition}", e) from e
         self.leader_epoch_cache.flush()
         with self._recovery_lock:
             self._recovery_point = max(self._recovery_point, target)
@@ -573,7 +579,7 @@ class Log:
         try:
             write()
         except OSError as e:
-            log.error("writing the %s of %s failed: %s", what, self.topic_partition, e)
+            self._io_failed(f"writing the {what} of {self.topic_partition}", e)
 
     def _run_flush(self, job: _FlushJob) -> None:
         """On the flush thread: fsync the job's files, then raise the recovery point unless
@@ -586,8 +592,7 @@ class Log:
                 os.fsync(file.fd)
                 seg.flush_indexes()
         except OSError as e:
-            log.error("flush of %s failed: %s", self.topic_partition, e)
-            job.future.set_exception(KafkaStorageError(f"flush of {self.topic_partition} failed: {e}"))
+            job.future.set_exception(self._io_failed(f"flushing {self.topic_partition}", e))
             return
         with self._recovery_lock:
             if job.truncations == self._truncations and job.target > self._recovery_point:
@@ -608,6 +613,12 @@ class Log:
         for seg in self.segments:
             seg.close_handlers()
         self.closed = True
+
+    def _io_failed(self, what: str, error: BaseException) -> KafkaStorageError:
+        """An I/O error: report it (the dir goes offline) and return the error to raise."""
+        if self.on_io_error is not None:
+            self.on_io_error(what, error)
+        return KafkaStorageError(f"{what} failed: {error}")
 
     def _check_open(self) -> None:
         if self.closed:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from kbroker.storage.checkpoints import (
@@ -32,9 +33,11 @@ from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_dir_failure import LogDirFailureChannel
 from kbroker.storage.log_loader import LoadResult, LogLoader
 from kbroker.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from kbroker.storage.topic_partition import TopicPartition
+from kbroker.utils.atomic_file import fsync_dir
 from kbroker.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,11 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self.deleter = FileDeleter(time)
+        self.failures = LogDirFailureChannel()
+        self.failures.listeners.append(self._on_dir_offline)
+        # Called on the thread that found the failure with the dir and whether any dir is
+        # left online; the broker hands it to its loop (offline partitions, or a shutdown).
+        self.on_dir_offline: Callable[[str, bool], None] | None = None
         self._flusher: ThreadPoolExecutor | None = None
         self.last_load_recovered: list[TopicPartition] = []
         self._started = False
@@ -150,7 +158,10 @@ class LogManager:
             return
         for lg in self._logs.values():
             if not lg.closed:
-                lg.flush()
+                try:
+                    lg.flush()
+                except KafkaStorageError:
+                    pass  # its dir went offline: no checkpoint, no marker for it below
         self.checkpoint()
         if self._flusher is not None:
             self._flusher.shutdown(wait=True)
@@ -158,15 +169,13 @@ class LogManager:
         for lg in self._logs.values():
             lg.close()
         self.deleter.shutdown()
-        for d in self.log_dirs:
-            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            with open(marker, "w"):
-                pass
-            dir_fd = os.open(d, os.O_RDONLY)
+        for d in self.online_dirs:
             try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
+                    pass
+                fsync_dir(d)
+            except OSError as e:
+                self.failures.report(d, "writing the clean-shutdown marker", e)
         self._logs.clear()
         self._dir_of.clear()
         self._started = False
@@ -208,6 +217,7 @@ class LogManager:
             os.makedirs(path, exist_ok=True)
             write_partition_metadata(path, topic_id)
         except OSError as e:
+            self.failures.report(log_dir, f"creating the log of {tp}", e)
             raise KafkaStorageError(f"cannot create log for {tp} in {log_dir}: {e}") from e
         loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
                            had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
@@ -220,13 +230,42 @@ class LogManager:
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
         lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)
+        lg.on_io_error = lambda what, error: self.failures.report(log_dir, what, error)
 
     def _next_log_dir(self) -> str:
-        """The log dir holding the fewest partitions (Kafka's placement rule)."""
-        counts = {d: 0 for d in self.log_dirs}
+        """The online log dir holding the fewest partitions (Kafka's placement rule)."""
+        online = self.online_dirs
+        if not online:
+            raise KafkaStorageError("every log dir is offline")
+        counts = {d: 0 for d in online}
         for d in self._dir_of.values():
-            counts[d] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: counts[d])
+
+    # -- log dir failures (LogDirFailureChannel) ----------------------------------------
+    @property
+    def online_dirs(self) -> list[str]:
+        offline = self.failures.offline_dirs
+        return [d for d in self.log_dirs if d not in offline]
+
+    def dir_of(self, tp: TopicPartition) -> str | None:
+        return self._dir_of.get(tp)
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        d = self._dir_of.get(tp)
+        return d is not None and self.failures.is_offline(d)
+
+    def _on_dir_offline(self, log_dir: str) -> None:
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(log_dir, bool(self.online_dirs))
+
+    def take_dir_offline(self, log_dir: str) -> None:
+        """On the loop thread, after a failure: close the dir's logs without flushing (their
+        partitions answer KAFKA_STORAGE_ERROR from now on: a closed Log raises it)."""
+        for tp, d in self._dir_of.items():
+            if d == log_dir:
+                self._logs[tp].abandon()
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         self.topic_configs[topic] = config
@@ -275,12 +314,17 @@ class LogManager:
         return started
 
     def checkpoint(self) -> None:
-        """Write recovery points and log start offsets of every log dir."""
-        for d in self.log_dirs:
-            self.checkpoint_dir(d)
+        """Write recovery points and log start offsets of every online log dir."""
+        for d in self.online_dirs:
+            try:
+                self.checkpoint_dir(d)
+            except KafkaStorageError:
+                pass  # the dir went offline: reported and logged once
 
     def checkpoint_dir(self, d: str) -> None:
         """Write one log dir's checkpoints (also after a truncation or delete_records)."""
+        if self.failures.is_offline(d):
+            return
         tps = [tp for tp, ld in self._dir_of.items() if ld == d]
         recovery = {tp: self._logs[tp].recovery_point for tp in tps}
         starts = {tp: self._logs[tp].log_start_offset for tp in tps}
@@ -288,6 +332,7 @@ class LogManager:
             OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(recovery)
             OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
         except OSError as e:
+            self.failures.report(d, "writing checkpoints", e)
             raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e
 
 

@@ -11,6 +11,7 @@ from kbroker.coordinator.group_metadata import GroupState, JoinResult, OffsetAnd
 from kbroker.coordinator.group_metadata_manager import MemoryGroupStore
 from kbroker.coordinator.timers import Timers
 from kbroker.protocol.error_code import ErrorCode as E
+from kbroker.storage.errors import KafkaStorageError, RecordListTooLargeError
 from kbroker.utils.time import MockTime
 
 SESSION = 10_000
@@ -245,6 +246,19 @@ def test_store_failure_on_sync_fails_the_generation() -> None:
     h.store.fail = True
     res = h.sync(a.member_id, 1, {a.member_id: b"x"})
     assert res[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize("error,expected", [
+    (KafkaStorageError("disk gone"), E.NOT_COORDINATOR),
+    (RecordListTooLargeError("too big"), E.INVALID_COMMIT_OFFSET_SIZE),
+    (OSError("anything else"), E.COORDINATOR_NOT_AVAILABLE),
+])
+def test_store_failures_map_as_kafkas(error: BaseException, expected: int) -> None:
+    """Kafka's GroupMetadataManager maps append errors for SyncGroup and OffsetCommit alike."""
+    h = Harness()
+    a = h.join_new()[0]
+    h.store.fail = error
+    assert h.sync(a.member_id, 1, {a.member_id: b"x"})[0].error_code == expected
 
 
 @pytest.mark.parametrize("name,expected", [("", 0), ("a", 97), ("group-1", 293458018)])

@@ -22,6 +22,7 @@ from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.server.request_context import RequestContext
+from kbroker.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,13 @@ def _describe(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
         )
         for p in range(info.partitions)
     ]
+    manager = ctx.broker.log_manager
+    if manager.failures.offline_dirs:
+        for part in partitions:
+            if manager.is_offline(TopicPartition(info.name, part.partition_index)):
+                # Its only replica's log dir failed: no leader, as Kafka reports it.
+                part.error_code = ErrorCode.LEADER_NOT_AVAILABLE
+                part.leader_id, part.isr_nodes, part.offline_replicas = -1, [], [node]
     return Topic(
         error_code=ErrorCode.NONE,
         name=info.name,
