@@ -123,7 +123,8 @@ _COMBINED_TYPES: dict[str, ConfigType] = {
 
 TOPIC_DOCS: dict[str, str] = {
     "cleanup.policy": "delete: drop old segments by time or size; compact: keep the latest "
-    "record per key. A list: both may be given.",
+    "record per key. A list: both may be given. kbroker does not compact yet: a compact "
+    "topic keeps every record (compact,delete still applies retention).",
     "compression.type": "The codec batches are stored with; producer keeps the producer's codec.",
     "compression.gzip.level": "The gzip level used when compression.type is gzip.",
     "compression.lz4.level": "The lz4 level used when compression.type is lz4.",
@@ -148,7 +149,8 @@ TOPIC_DOCS: dict[str, str] = {
     "stamps batches with the broker's time.",
     "min.cleanable.dirty.ratio": "The dirty share of a log that triggers compaction.",
     "min.compaction.lag.ms": "The shortest a record stays uncompacted.",
-    "min.insync.replicas": "In-sync replicas an acks=all produce needs.",
+    "min.insync.replicas": "In-sync replicas an acks=all produce needs (a single broker has one: "
+    "above 1, acks=all gets NOT_ENOUGH_REPLICAS, as Kafka answers).",
     "preallocate": "Preallocate segment files on disk when rolling (not implemented by kbroker: only false is accepted).",
     "remote.storage.enable": "Tiered storage for this topic (not supported by kbroker).",
     "retention.bytes": "Delete old segments while the partition is larger than this (-1: no limit).",

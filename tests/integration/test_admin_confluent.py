@@ -351,3 +351,19 @@ def test_segment_bytes_and_retention_bytes_applied_live(broker_factory: Any) -> 
         _wait_for(lambda: c.get_watermark_offsets(tp, timeout=TIMEOUT)[0] >= 6)
     finally:
         c.close()
+
+
+def test_min_insync_replicas_above_the_isr_refuses_acks_all(admin: AdminClient, broker_process: Any) -> None:
+    from confluent_kafka import Producer
+
+    topic = _name("misr")
+    _create(admin, NewTopic(topic, 1, 1, config={"min.insync.replicas": "2"}))
+    results: dict[str, Any] = {}
+    for acks in ("all", "1"):
+        producer = Producer({"bootstrap.servers": broker_process.bootstrap_servers, "acks": acks,
+                             "message.timeout.ms": 3000, "enable.idempotence": False})
+        producer.produce(topic, b"v", on_delivery=lambda err, _msg, a=acks: results.__setitem__(a, err))
+        producer.flush(10)
+    assert results["all"] is not None and results["all"].code() in (
+        KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT)
+    assert results["1"] is None  # acks=1 does not wait for the ISR, in Kafka either

@@ -9,7 +9,8 @@ connection append in request order. When an append reaches flush.messages, the
 fsync runs on the flush thread and the response waits for it (a coroutine), so
 the loop serves everyone else meanwhile; responses still leave in request order. acks=0 gets no response (and a closed
 connection if any partition failed, as Kafka does); acks=1 and
-acks=-1 (all) are the same on a single broker (the ISR is this broker).
+acks=-1 (all) are the same on a single broker (the ISR is this broker), except
+that acks=all with min.insync.replicas above 1 gets NOT_ENOUGH_REPLICAS, as Kafka.
 Parked Fetch requests on the partition are woken after each append.
 
 Versions 0-2 (magic 0/1 message sets) are advertised only so that librdkafka
@@ -35,6 +36,7 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 MIN_IMPLEMENTED_VERSION = 3
+IN_SYNC_REPLICAS = 1  # a single broker: the leader is the whole ISR
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
@@ -50,7 +52,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
             elif acks not in (0, 1, -1):
                 partitions.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
-                response, flushed = _append(ctx, topic.name, pd)
+                response, flushed = _append(ctx, topic.name, pd, acks)
                 partitions.append(response)
                 if flushed is not None:
                     flushes.append((response, flushed))
@@ -84,7 +86,7 @@ def _respond(request: ProduceRequest, responses: list[TopicResponse]) -> Produce
 
 
 def _append(
-    ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData
+    ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData, acks: int
 ) -> tuple[PartitionResponse, Future[None] | None]:
     broker = ctx.broker
     plog = broker.get_log(topic, pd.index)
@@ -92,6 +94,11 @@ def _append(
         return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
     if not isinstance(pd.records, memoryview | bytes | bytearray) or len(pd.records) == 0:
         return _error(pd.index, ErrorCode.CORRUPT_MESSAGE, "no records"), None
+    if acks == -1 and plog.config.min_insync_replicas > IN_SYNC_REPLICAS:
+        # Kafka checks before appending (Partition.appendRecordsToLeader).
+        return _error(pd.index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                      f"the in-sync replicas ({IN_SYNC_REPLICAS}) are fewer than "
+                      f"min.insync.replicas ({plog.config.min_insync_replicas})"), None
     try:
         info = plog.append_as_leader(pd.records, leader_epoch=0)
     except Exception as e:
