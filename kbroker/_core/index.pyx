@@ -97,3 +97,103 @@ def check_time_index(const unsigned char[::1] buf, long long entries, long long 
             prev_ts = ts
             prev_off = off
     return ok
+
+
+# -- MappedFile: an index file mapped without holding a descriptor -----------------------
+
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
+from posix.fcntl cimport O_CREAT, O_RDWR, open as c_open
+from posix.mman cimport MADV_RANDOM, MAP_FAILED, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE
+from posix.mman cimport madvise, mmap, msync, munmap
+from posix.unistd cimport close as c_close, ftruncate
+
+import os as _os
+
+
+cdef class MappedFile:
+    """A whole file mapped shared and writable, its descriptor closed once mapped.
+
+    Kafka's AbstractIndex closes its file after mapping an index; Python's mmap.mmap
+    keeps a duplicate descriptor for the mapping's life (until Python 3.13's trackfd),
+    which cost a descriptor per open index. This one maps with mmap(2), closes the
+    descriptor at once, and reopens the file only to change its length (resize).
+    The mapping is a writable buffer; it cannot resize or close while a buffer of it
+    is exported (BufferError, as mmap.mmap). No readahead on faults (MADV_RANDOM): an
+    index's preallocated tail is a hole, and readahead would fill it page by page.
+    """
+
+    cdef unsigned char *data
+    cdef Py_ssize_t length
+    cdef int exports
+
+    def __cinit__(self, str path, Py_ssize_t length):
+        self.data = NULL
+        self.length = 0
+        self.exports = 0
+        self._map(path, length)
+
+    cdef _map(self, str path, Py_ssize_t length):
+        cdef bytes bpath = _os.fsencode(path)
+        cdef int fd = c_open(bpath, O_RDWR | O_CREAT, 0o644)
+        cdef void *p
+        if fd < 0:
+            raise OSError(_errno(), _os.strerror(_errno()), path)
+        try:
+            if _os.fstat(fd).st_size != length and ftruncate(fd, length) != 0:
+                raise OSError(_errno(), _os.strerror(_errno()), path)
+            p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            if p == MAP_FAILED:
+                raise OSError(_errno(), _os.strerror(_errno()), path)
+        finally:
+            c_close(fd)
+        madvise(p, length, MADV_RANDOM)
+        self.data = <unsigned char *>p
+        self.length = length
+
+    def resize(self, str path, Py_ssize_t length):
+        """Set the file's length (it is reopened by `path`) and map it whole again."""
+        self._unmap()
+        self._map(path, length)
+
+    def flush(self):
+        if self.data != NULL and msync(self.data, self.length, MS_SYNC) != 0:
+            raise OSError(_errno(), _os.strerror(_errno()))
+
+    def close(self):
+        self._unmap()
+
+    @property
+    def closed(self):
+        return self.data == NULL
+
+    cdef _unmap(self):
+        if self.exports:
+            raise BufferError("cannot close or resize a mapping with exported buffers")
+        if self.data != NULL:
+            munmap(self.data, self.length)
+            self.data = NULL
+            self.length = 0
+
+    def __len__(self):
+        return self.length
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if self.data == NULL:
+            raise ValueError("mapping closed")
+        PyBuffer_FillInfo(view, self, self.data, self.length, 0, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.exports -= 1
+
+    def __dealloc__(self):
+        if self.data != NULL:
+            munmap(self.data, self.length)
+
+
+cdef extern from "errno.h":
+    int errno
+
+
+cdef inline int _errno():
+    return errno

@@ -12,8 +12,9 @@ other thread touches it. Invariant: 0 <= entries <= max_entries.
 
 from __future__ import annotations
 
-import mmap
 import os
+
+from kbroker._core.index import MappedFile
 
 
 class IndexFile:
@@ -23,34 +24,42 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max(max_index_size // self.ENTRY_SIZE, 1) * self.ENTRY_SIZE
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._length = os.fstat(self._fd).st_size
-        self._mm: mmap.mmap | None = None
-        self._map()
+        try:
+            self._length = os.stat(path).st_size
+        except FileNotFoundError:
+            self._length = 0
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        # Mapped without a descriptor (Kafka closes an index's file once mapped), and only
+        # while the index is in use: LogSegment unmaps the indexes of segments it evicts.
+        self._mm: MappedFile | None = None
         self.entries = self._length // self.ENTRY_SIZE
         self.misaligned = self._length % self.ENTRY_SIZE != 0
+        self._closed = False
 
     # -- mapping ------------------------------------------------------------------
-    def _map(self) -> None:
+    def _mapping(self) -> MappedFile | None:
+        if self._mm is None and self._length > 0:
+            if self._closed:
+                raise ValueError(f"index {self.path} is closed")
+            self._mm = MappedFile(self.path, self._length)
+        return self._mm
+
+    def unmap(self) -> None:
+        """Give the mapping back (the entries stay on disk; the next use maps them again)."""
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-        if self._length > 0:
-            self._mm = mmap.mmap(self._fd, self._length)
-            # No readahead on faults: the preallocated tail is a hole, and readahead would
-            # allocate and zero up to megabytes of it per fault where an append needs one page.
-            self._mm.madvise(mmap.MADV_RANDOM)
 
     def resize(self, new_size: int) -> None:
         new_size = (new_size // self.ENTRY_SIZE) * self.ENTRY_SIZE
         if new_size == self._length:
             return
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.ftruncate(self._fd, new_size)
+        self.unmap()
+        if new_size > 0:
+            self._mm = MappedFile(self.path, new_size)  # sets the file's length
+        else:
+            os.truncate(self.path, 0)
         self._length = new_size
-        self._map()
         self.entries = min(self.entries, new_size // self.ENTRY_SIZE)
 
     def trim_to_valid_size(self) -> None:
@@ -70,8 +79,9 @@ class IndexFile:
         return self.entries >= self.max_entries
 
     @property
-    def buffer(self) -> mmap.mmap | bytes:
-        return self._mm if self._mm is not None else b""
+    def buffer(self) -> MappedFile | bytes:
+        mm = self._mapping()
+        return mm if mm is not None else b""
 
     @property
     def size_in_bytes(self) -> int:
@@ -88,8 +98,9 @@ class IndexFile:
         self.entries = 0
         self.misaligned = False
         self._ensure_capacity(n)
-        if n and self._mm is not None:
-            self._mm[: len(raw)] = raw
+        mm = self._mapping()
+        if n and mm is not None:
+            memoryview(mm)[: len(raw)] = raw
         self.entries = n
 
     def flush(self) -> None:
@@ -97,24 +108,16 @@ class IndexFile:
             self._mm.flush()
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._closed:
             return
         self.trim_to_valid_size()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.close(self._fd)
-        self._fd = -1
+        self.unmap()
+        self._closed = True
 
     def abandon(self) -> None:
         """Close without trimming (a crash, in tests)."""
-        if self._fd < 0:
-            return
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.close(self._fd)
-        self._fd = -1
+        self.unmap()
+        self._closed = True
 
     def rename(self, new_path: str) -> None:
         os.rename(self.path, new_path)

@@ -88,7 +88,7 @@ def test_recover_rebuilds_indexes_and_truncates(tmp_path: object) -> None:
     seg = new_segment(str(tmp_path))
     sizes = fill(seg, 30)
     entries = seg.offset_index.entries
-    raw = bytes(seg.offset_index.buffer[: entries * 8])
+    raw = bytes(memoryview(seg.offset_index.buffer)[: entries * 8])
     seg.close()
     with open(seg.log_path, "ab") as f:
         f.write(b"\x00" * 30)  # a torn append
@@ -96,7 +96,7 @@ def test_recover_rebuilds_indexes_and_truncates(tmp_path: object) -> None:
     seg = new_segment(str(tmp_path))
     truncated, epochs = seg.recover()
     assert truncated == 30 and seg.size == 30 * sizes[0] and seg.next_offset == 90
-    assert bytes(seg.offset_index.buffer[: entries * 8]) == raw
+    assert bytes(memoryview(seg.offset_index.buffer)[: entries * 8]) == raw
     assert epochs == [(0, 0)]
     seg.close()
 
