@@ -116,6 +116,7 @@ class BrokerState:
             time,
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             recovery_threads=config.num_recovery_threads_per_data_dir,
+            open_segment_files_max=config.log_open_segment_files_max,
         )
         self.topics = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
         self.append_notifier = AppendNotifier()
@@ -336,9 +337,10 @@ class Broker:
             f"{bl.name}://{_host_for_url(bl.bound_host)}:{bl.port}" for bl in server.listeners
         )
         log.info("kbroker listening on %s (log.dirs=%s)", listening, ",".join(self.config.log_dirs))
-        log.info("open-file limit %d: %d descriptors in use for %d partitions and %d listeners",
-                 open_file_limit(), _open_descriptors(), len(state.log_manager.all_logs()),
-                 len(server.listeners))
+        log.info("open-file limit %d: %d descriptors in use for %d partitions; at most %d "
+                 "segments hold open files at once (log.open.segment.files.max)", open_file_limit(),
+                 _open_descriptors(), len(state.log_manager.all_logs()),
+                 state.log_manager.file_cache.max_open)
         self._ready.set()
         try:
             await self._stop_event.wait()

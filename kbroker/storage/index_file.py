@@ -104,8 +104,9 @@ class IndexFile:
         self.entries = n
 
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        mm = self._mm  # once: the loop thread may unmap it meanwhile (then this is a no-op)
+        if mm is not None:
+            mm.flush()
 
     def close(self) -> None:
         if self._closed:

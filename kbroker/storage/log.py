@@ -23,6 +23,7 @@ update_high_watermark() from follower fetches.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -615,8 +616,10 @@ class Log:
         self.closed = True
 
     def _io_failed(self, what: str, error: BaseException) -> KafkaStorageError:
-        """An I/O error: report it (the dir goes offline) and return the error to raise."""
-        if self.on_io_error is not None:
+        """An I/O error: report it (the dir goes offline) and return the error to raise.
+        Running out of descriptors or memory is the process's trouble, not the disk's:
+        the request fails, the dir stays online."""
+        if self.on_io_error is not None and getattr(error, "errno", None) not in _PROCESS_LIMITS:
             self.on_io_error(what, error)
         return KafkaStorageError(f"{what} failed: {error}")
 
@@ -639,6 +642,9 @@ class Log:
                 break
             offset = scan.next_offset
         return bytes(out)
+
+
+_PROCESS_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
 
 
 class _FlushJob:

@@ -113,6 +113,8 @@ class LogLoader:
                      log_start_offset=log_start, recovery_point=recovery_point,
                      leader_epoch_cache=epoch_cache, deleter=self.deleter,
                      flush_executor=self.flush_executor)
+        for seg in segments:  # nothing stays open: the broker's SegmentFileCache reopens on use
+            seg.release_files()
         return result
 
     def _start_empty_at(self, segments: LogSegments, offset: int) -> None:

@@ -36,8 +36,10 @@ from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_failure import LogDirFailureChannel
 from kbroker.storage.log_loader import LoadResult, LogLoader
 from kbroker.storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from kbroker.storage.segment_file_cache import SegmentFileCache
 from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.atomic_file import fsync_dir
+from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class LogManager:
         retention_check_interval_ms: int = 300000,
         recovery_threads: int = 2,
         topic_configs: dict[str, LogConfig] | None = None,
+        open_segment_files_max: int = -1,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
@@ -68,6 +71,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self.deleter = FileDeleter(time)
+        if open_segment_files_max < 0:  # half the open-file limit; the rest for connections
+            open_segment_files_max = max(open_file_limit() // 2, 64)
+        self.file_cache = SegmentFileCache(open_segment_files_max)
         self.failures = LogDirFailureChannel()
         self.failures.listeners.append(self._on_dir_offline)
         # Called on the thread that found the failure with the dir and whether any dir is
@@ -227,6 +233,7 @@ class LogManager:
         return lg
 
     def _publish(self, tp: TopicPartition, lg: Log, log_dir: str) -> None:
+        lg.segments.use_file_cache(self.file_cache)
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
         lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)

@@ -30,6 +30,7 @@ from kbroker.records.batch_header import HEADER_SIZE, BatchHeader
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.storage.errors import CorruptIndexError, KafkaStorageError
 from kbroker.storage.offset_index import OffsetIndex
+from kbroker.storage.segment_file_cache import SegmentFileCache
 from kbroker.storage.time_index import TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -71,10 +72,17 @@ class LogSegment:
         self.max_index_size = max_index_size
         self.created_ms = created_ms
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
-        # The descriptor is shared with the FileSlices handed out by read(): closing the
-        # segment drops this reference only, so a slice in flight keeps its file.
-        self._file: SegmentFile | None = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
-        self.size = os.fstat(self.fd).st_size
+        # The .log is opened when first used and may be given back (release_files) when
+        # the SegmentFileCache evicts the segment; the descriptor is shared with the
+        # FileSlices handed out by read(), so a slice in flight keeps its file.
+        self.file_cache: SegmentFileCache | None = None
+        self._closed = False
+        self._file: SegmentFile | None = None
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self._file = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
+            self.size = 0
         self.bytes_since_last_index_entry = 0
         self.roll_jitter_ms = -1  # segment.jitter.ms drawn for this segment (-1: not yet)
         self._offset_index: OffsetIndex | None = None
@@ -89,7 +97,9 @@ class LogSegment:
 
     @property
     def fd(self) -> int:
-        return self._file.fd if self._file is not None else -1
+        """The .log's descriptor, opened if need be (use it within one expression: the
+        segment may give it back when another segment is opened)."""
+        return self.open_file().fd
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, next_offset={self.next_offset})"
@@ -97,6 +107,8 @@ class LogSegment:
     # -- indexes (lazy) ---------------------------------------------------------------
     @property
     def offset_index(self) -> OffsetIndex:
+        if self.file_cache is not None:
+            self.file_cache.touch(self)
         if self._offset_index is None:
             path = os.path.join(self.directory, file_name(self.base_offset, INDEX_SUFFIX + self._index_suffix))
             self._offset_index = OffsetIndex(path, self.base_offset, self.max_index_size)
@@ -105,6 +117,8 @@ class LogSegment:
 
     @property
     def time_index(self) -> TimeIndex:
+        if self.file_cache is not None:
+            self.file_cache.touch(self)
         if self._time_index is None:
             path = os.path.join(self.directory, file_name(self.base_offset, TIME_INDEX_SUFFIX + self._index_suffix))
             self._time_index = TimeIndex(path, self.base_offset, self.max_index_size)
@@ -283,9 +297,21 @@ class LogSegment:
 
     def open_file(self) -> SegmentFile:
         """The segment's file, held by whoever sends or fsyncs it after the segment closes."""
-        if self._file is None:
-            raise KafkaStorageError(f"segment {self.log_path} is closed")
-        return self._file
+        file = self._file
+        if file is None:
+            if self._closed:
+                raise KafkaStorageError(f"segment {self.log_path} is closed")
+            file = self._file = SegmentFile(os.open(self.log_path, os.O_RDWR))
+        if self.file_cache is not None:
+            self.file_cache.touch(self)
+        return file
+
+    def release_files(self) -> None:
+        """Give back the .log descriptor and the index mappings (reopened when next used)."""
+        self._file = None
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.unmap()
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after starting_offset whose
@@ -383,14 +409,20 @@ class LogSegment:
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.close()
-        self._file = None  # closes the descriptor unless a FileSlice still holds it
+        self._closed_now()
 
     def close_handlers(self) -> None:
         """Close file descriptors only (after deletion, or a simulated crash)."""
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.abandon()
+        self._closed_now()
+
+    def _closed_now(self) -> None:
+        self._closed = True
         self._file = None  # closes the descriptor unless a FileSlice still holds it
+        if self.file_cache is not None:
+            self.file_cache.forget(self)
 
     def paths(self) -> list[str]:
         return [

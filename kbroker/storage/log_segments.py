@@ -10,12 +10,22 @@ import bisect
 from collections.abc import Iterator
 
 from kbroker.storage.log_segment import LogSegment
+from kbroker.storage.segment_file_cache import SegmentFileCache
 
 
 class LogSegments:
     def __init__(self) -> None:
         self._bases: list[int] = []
         self._segments: list[LogSegment] = []
+        self._file_cache: SegmentFileCache | None = None
+
+    def use_file_cache(self, cache: SegmentFileCache) -> None:
+        """From now on the segments open files through `cache` (bounded, LRU); the files
+        opened so far (by loading) are given back until next used."""
+        self._file_cache = cache
+        for seg in self._segments:
+            seg.release_files()
+            seg.file_cache = cache
 
     def __len__(self) -> int:
         return len(self._segments)
@@ -24,6 +34,8 @@ class LogSegments:
         return iter(list(self._segments))
 
     def add(self, segment: LogSegment) -> None:
+        if self._file_cache is not None:
+            segment.file_cache = self._file_cache
         i = bisect.bisect_left(self._bases, segment.base_offset)
         if i < len(self._bases) and self._bases[i] == segment.base_offset:
             self._segments[i] = segment

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +47,7 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     bootstrap_servers: str = ""
+    preexec: Callable[[], None] | None = None  # also run in the child (e.g. a lower rlimit)
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         args = [sys.executable, "-m", "kbroker", "serve"]
@@ -62,7 +63,7 @@ class BrokerProcess:
         self.stderr = open(self.stderr_path, "ab")  # noqa: SIM115
         self.stderr_offset = self.stderr_path.stat().st_size
         self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=self.stderr, preexec_fn=_die_with_parent)
+                                     stderr=self.stderr, preexec_fn=self._child_setup)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.output()
@@ -76,6 +77,11 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise TimeoutError(f"kbroker did not get ready:\n{self.output()}")
+
+    def _child_setup(self) -> None:
+        _die_with_parent()
+        if self.preexec is not None:
+            self.preexec()
 
     def output(self) -> str:
         with open(self.stderr_path, "rb") as f:

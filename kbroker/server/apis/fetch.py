@@ -29,6 +29,7 @@ from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.server.request_context import RequestContext
+from kbroker.server.response_writer import INLINE_SLICE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +150,12 @@ def _read_partition(
             raise
         pd.error_code = code
         return pd
-    if data.records is not None and data.records.size > 0:
-        pd.records = data.records
+    records = data.records
+    if records is not None and records.size > 0:
+        # A small slice is read now (the writer would copy it anyway, to send it with the
+        # bytes around it): a Fetch over thousands of partitions then holds no descriptor
+        # per partition while its response is built.
+        pd.records = records.read_bytes() if records.size <= INLINE_SLICE_BYTES else records
     return pd
 
 
