@@ -42,6 +42,7 @@ from kbroker.coordinator.offsets_topic import OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_lock import LogDirLocks
 from kbroker.storage.log_manager import LogManager
@@ -165,12 +166,39 @@ class BrokerState:
     ) -> TopicInfo:
         """Register the topic and create its partition logs. Raises InvalidTopicError, KeyError."""
         count = self.config.num_partitions if partitions is None else partitions
-        info = self.topics.create(name, count, configs)
-        config = self.log_config_for(info)
-        for p in range(count):
-            self.log_manager.get_or_create_log(TopicPartition(name, p), info.topic_id, config)
+        try:
+            info = self.topics.create(name, count, configs)
+        except OSError as e:  # nothing was kept: the registry undid it in memory
+            raise KafkaStorageError(f"cannot write the topic registry: {e}") from e
+        try:
+            self.create_logs(info, range(count))
+        except BaseException:
+            self.topics.forget(name)
+            try:
+                self.topics.save()
+            except OSError as e:  # the registry on disk still lists it: a restart creates its logs
+                log.warning("could not remove the failed topic %s from the registry: %s", name, e)
+            raise
         log.info("created topic %s (%d partitions, id %s)", name, count, info.topic_id)
         return info
+
+    def create_logs(self, info: TopicInfo, partitions: range) -> None:
+        """Create the topic's partition logs, all or none: a failure part-way (no space, no
+        descriptors) removes the ones this call created and raises KafkaStorageError
+        naming the cause."""
+        config = self.log_config_for(info)
+        created: list[TopicPartition] = []
+        try:
+            for p in partitions:
+                tp = TopicPartition(info.name, p)
+                self.log_manager.get_or_create_log(tp, info.topic_id, config)
+                created.append(tp)
+        except Exception as e:
+            for tp in created:
+                self.log_manager.discard_log(tp)
+            raise KafkaStorageError(
+                f"creating partition {partitions.start + len(created)} of {info.name} failed "
+                f"({len(created)} of {len(partitions)} created, now removed): {e}") from e
 
     def get_log(self, topic: str, partition: int) -> Any:
         """The partition's Log, or None when the topic or partition does not exist."""

@@ -263,6 +263,7 @@ _KEYS: tuple[_Key, ...] = (
     _Key("max.connections", "max_connections", str(2**31 - 1), _int(0)),
     _Key("queued.max.request.bytes", "queued_max_request_bytes", "-1", _long(-1)),
     _Key("queued.max.requests", "queued_max_requests", "500", _int(1)),
+    _Key("max.broker.partitions", "max_broker_partitions", str(2**31 - 1), _int(0)),  # KIP-578
     # kbroker's own (Kafka keeps every segment open): segments holding an open .log and
     # mapped indexes at once, least recently used closed first; -1: half the open-file limit
     _Key("log.open.segment.files.max", "log_open_segment_files_max", "-1", _int(-1)),
@@ -387,6 +388,7 @@ class BrokerConfig:
     max_connections: int
     queued_max_request_bytes: int
     queued_max_requests: int
+    max_broker_partitions: int
     log_open_segment_files_max: int
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kbroker.utils.atomic_file import write_atomically
@@ -129,22 +129,43 @@ class TopicRegistry:
         info = TopicInfo(name, topic_id or _new_topic_id(self._by_id), partitions, dict(configs or {}))
         self._by_name[name] = info
         self._by_id[info.topic_id] = info
-        self.save()
+        self._save_or_undo(lambda: self.forget(name))
         return info
 
     def delete(self, name: str) -> TopicInfo:
+        info = self.forget(name)
+        self._save_or_undo(lambda: self.adopt_in_memory(info))
+        return info
+
+    def forget(self, name: str) -> TopicInfo:
+        """Drop the topic from memory only (undoing a creation that failed)."""
         info = self._by_name.pop(name)
         self._by_id.pop(info.topic_id, None)
-        self.save()
         return info
+
+    def adopt_in_memory(self, info: TopicInfo) -> None:
+        self._by_name[info.name] = info
+        self._by_id[info.topic_id] = info
 
     def set_partitions(self, name: str, partitions: int) -> TopicInfo:
         info = self._by_name[name]
         if partitions < info.partitions:
             raise ValueError("partition count can only grow")
-        info.partitions = partitions
-        self.save()
+        old, info.partitions = info.partitions, partitions
+        self._save_or_undo(lambda: setattr(info, "partitions", old))
         return info
+
+    def set_partitions_in_memory(self, name: str, partitions: int) -> None:
+        self._by_name[name].partitions = partitions
+
+    def _save_or_undo(self, undo: Callable[[], object]) -> None:
+        """Persist a change made in memory; if the file cannot be written, undo the change
+        in memory too, so memory and disk never disagree."""
+        try:
+            self.save()
+        except BaseException:
+            undo()
+            raise
 
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         """Replace the topic's config overrides."""

@@ -16,6 +16,7 @@ finish and send the responses of requests it already read, then `close_all()`.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _BACKLOG = 1024
+ACCEPT_BACKOFF_S = 0.1  # after EMFILE/ENFILE: retry accepting this much later
+ACCEPT_LOG_INTERVAL_S = 10.0
 
 
 class BoundListener:
@@ -40,6 +43,9 @@ class BoundListener:
         self.port: int = self.sock.getsockname()[1]
         self.host = listener.host
         self.bound_host: str = self.sock.getsockname()[0]
+        self._failed_accepts = 0
+        self._last_accept_log = float("-inf")
+        self._resume: asyncio.TimerHandle | None = None
         server.loop.add_reader(self.sock.fileno(), self._on_acceptable)
 
     @property
@@ -53,11 +59,37 @@ class BoundListener:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
-                log.warning("accept on %s failed: %s", self.listener, e)
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._back_off(e)
+                else:
+                    log.warning("accept on %s failed: %s", self.listener, e)
                 return
             self.server.accepted(sock, self.listener.name)
 
+    def _back_off(self, error: OSError) -> None:
+        """Out of descriptors or memory: stop accepting for ACCEPT_BACKOFF_S (the connections
+        already open keep being served and may free some), then try again by itself. Logged
+        once per ACCEPT_LOG_INTERVAL_S, with how many attempts failed meanwhile."""
+        loop = self.server.loop
+        loop.remove_reader(self.sock.fileno())
+        self._failed_accepts += 1
+        now = loop.time()
+        if now - self._last_accept_log >= ACCEPT_LOG_INTERVAL_S:
+            log.warning("accept on %s failed %d time(s): %s; pausing accepts (open connections: %d)",
+                        self.listener, self._failed_accepts, error, len(self.server.connections))
+            self._last_accept_log, self._failed_accepts = now, 0
+        self._resume = loop.call_later(ACCEPT_BACKOFF_S, self._resume_accepting)
+
+    def _resume_accepting(self) -> None:
+        self._resume = None
+        if self.sock.fileno() >= 0:
+            self.server.loop.add_reader(self.sock.fileno(), self._on_acceptable)
+            self._on_acceptable()
+
     def close(self) -> None:
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
         try:
             self.server.loop.remove_reader(self.sock.fileno())
         except (ValueError, OSError):

@@ -17,11 +17,13 @@ Threading: the broker's event-loop thread only (as the registry and LogManager).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kbroker.metadata.topic_registry import InvalidTopicError, TopicInfo, validate_topic_name
 from kbroker.protocol.error_code import ErrorCode
+from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.topic_partition import TopicPartition
 
@@ -32,6 +34,9 @@ USE_DEFAULT = -1
 # Each partition is a directory with open segment files: a bound keeps one bad or
 # fuzzed request from trying to create millions of them (Kafka has no such bound).
 MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+log = logging.getLogger(__name__)
 
 
 class AdminError(Exception):
@@ -71,6 +76,18 @@ def resolve_partitions(broker: BrokerState, num_partitions: int) -> int:
         )
     check_partition_limit(num_partitions)
     return num_partitions
+
+
+def check_broker_partitions(broker: BrokerState, added: int) -> None:
+    """KIP-578's max.broker.partitions: refuse what would take the broker over it."""
+    limit = broker.config.max_broker_partitions
+    current = sum(t.partitions for t in broker.topics)
+    if current + added > limit:
+        raise AdminError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Cannot add {added} partition(s): broker {broker.node_id} has {current} and "
+            f"max.broker.partitions is {limit}.",
+        )
 
 
 def check_partition_limit(count: int) -> None:
@@ -171,10 +188,19 @@ def check_new_partition_count(info: TopicInfo, count: int) -> None:
 def add_partitions(broker: BrokerState, info: TopicInfo, count: int) -> None:
     """Grow the topic to `count` partitions (checked by check_new_partition_count)."""
     old = info.partitions
-    broker.topics.set_partitions(info.name, count)
-    config = broker.log_config_for(info)
-    for p in range(old, count):
-        broker.log_manager.get_or_create_log(TopicPartition(info.name, p), info.topic_id, config)
+    try:
+        broker.topics.set_partitions(info.name, count)
+    except OSError as e:  # nothing was kept: the registry undid it in memory
+        raise KafkaStorageError(f"cannot write the topic registry: {e}") from e
+    try:
+        broker.create_logs(info, range(old, count))
+    except BaseException:
+        broker.topics.set_partitions_in_memory(info.name, old)
+        try:
+            broker.topics.save()
+        except OSError as e:  # a restart creates the logs the registry lists
+            log.warning("could not restore %s to %d partitions in the registry: %s", info.name, old, e)
+        raise
 
 
 def set_topic_configs(broker: BrokerState, info: TopicInfo, overrides: Mapping[str, str]) -> None:

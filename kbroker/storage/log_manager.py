@@ -18,8 +18,10 @@ Invariant: one Log per TopicPartition, in exactly one log dir.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -222,15 +224,26 @@ class LogManager:
         try:
             os.makedirs(path, exist_ok=True)
             write_partition_metadata(path, topic_id)
+            loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
+                               had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
+                               flush_executor=self._flusher)
+            lg = loader.load()
         except OSError as e:
-            self.failures.report(log_dir, f"creating the log of {tp}", e)
+            shutil.rmtree(path, ignore_errors=True)  # nothing half made stays behind
+            if e.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):  # the process's limits
+                self.failures.report(log_dir, f"creating the log of {tp}", e)
             raise KafkaStorageError(f"cannot create log for {tp} in {log_dir}: {e}") from e
-        loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
-                           had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
-                           flush_executor=self._flusher)
-        lg = loader.load()
         self._publish(tp, lg, log_dir)
         return lg
+
+    def discard_log(self, tp: TopicPartition) -> None:
+        """Remove a log this broker has just created, at once (a creation that failed part-way:
+        it holds no data and no client has seen it)."""
+        lg = self._logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        if lg is not None:
+            lg.abandon()
+            shutil.rmtree(lg.dir, ignore_errors=True)
 
     def _publish(self, tp: TopicPartition, lg: Log, log_dir: str) -> None:
         lg.segments.use_file_cache(self.file_cache)

@@ -40,8 +40,12 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreateParti
         except AdminError as e:
             results.append(Result(name=topic.name, error_code=e.error_code, error_message=e.message))
         except Exception as e:
-            log.exception("adding partitions to %s failed", topic.name)
-            results.append(Result(name=topic.name, error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+            code = getattr(e, "error_code", None)  # KAFKA_STORAGE_ERROR: no space, no descriptors
+            if code is None:
+                log.exception("adding partitions to %s failed", topic.name)
+            else:
+                log.error("adding partitions to %s failed: %s", topic.name, e)
+            results.append(Result(name=topic.name, error_code=code or ErrorCode.UNKNOWN_SERVER_ERROR,
                                   error_message=str(e) or None))
     return CreatePartitionsResponse(results=results)
 
@@ -51,6 +55,7 @@ def _grow(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTo
     broker = ctx.broker
     info = topic_admin.find_topic(broker, topic.name)
     topic_admin.check_new_partition_count(info, topic.count)
+    topic_admin.check_broker_partitions(broker, topic.count - info.partitions)
     if topic.assignments is not None and topic.assignments:
         added = topic.count - info.partitions
         if len(topic.assignments) != added:

@@ -47,8 +47,12 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsRes
         except AdminError as e:
             results.append(_error(topic.name, e.error_code, e.message))
         except Exception as e:
-            log.exception("creating topic %s failed", topic.name)
-            results.append(_error(topic.name, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None))
+            code = getattr(e, "error_code", None)  # KAFKA_STORAGE_ERROR: no space, no descriptors
+            if code is None:
+                log.exception("creating topic %s failed", topic.name)
+            else:
+                log.error("creating topic %s failed: %s", topic.name, e)
+            results.append(_error(topic.name, code or ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None))
     return CreateTopicsResponse(topics=results)
 
 
@@ -66,6 +70,7 @@ def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, vali
     else:
         partitions = topic_admin.resolve_partitions(broker, topic.num_partitions)
         rf = topic_admin.resolve_replication_factor(broker, topic.replication_factor)
+    topic_admin.check_broker_partitions(broker, partitions)
     config = topic_admin.topic_config(broker, {c.name: c.value for c in topic.configs})
     overrides = {c.name: c.value or "" for c in topic.configs}
     topic_id = ZERO_UUID
