@@ -191,8 +191,9 @@ class BrokerState:
         try:
             for p in partitions:
                 tp = TopicPartition(info.name, p)
-                self.log_manager.get_or_create_log(tp, info.topic_id, config)
+                self.log_manager.get_or_create_log(tp, info.topic_id, config, sync=False)
                 created.append(tp)
+            self.log_manager.sync_dirs()  # one syncfs per log dir, not fsyncs per file
         except Exception as e:
             for tp in created:
                 self.log_manager.discard_log(tp)

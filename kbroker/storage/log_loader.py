@@ -79,9 +79,23 @@ class LogLoader:
         self.flush_executor = flush_executor
         self.result = LoadResult()
 
+    def new_log(self) -> Log:
+        """A new, empty partition: nothing to read, one segment whose files appear on first use."""
+        segments = LogSegments()
+        start = max(self.log_start_offset, 0)
+        segments.add(LogSegment(self.dir, start, index_interval_bytes=self.config.index_interval_bytes,
+                                max_index_size=self.config.segment_index_bytes,
+                                created_ms=self.time.milliseconds()))
+        return Log(self.dir, self.tp, self.topic_id, self.config, self.time, segments,
+                   log_start_offset=start, recovery_point=start,
+                   leader_epoch_cache=LeaderEpochFileCache(self.dir), deleter=self.deleter,
+                   flush_executor=self.flush_executor)
+
     def load(self) -> Log:
         os.makedirs(self.dir, exist_ok=True)
         bases = self._clean_directory()
+        if not bases:  # created but never written (its .log appears on first use)
+            return self.new_log()
         segments = LogSegments()
         now = self.time.milliseconds()
         for base in bases:

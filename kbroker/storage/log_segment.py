@@ -81,8 +81,7 @@ class LogSegment:
         try:
             self.size = os.stat(self.log_path).st_size
         except FileNotFoundError:
-            self._file = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
-            self.size = 0
+            self.size = 0  # a new segment: its .log is created on first use (open_file)
         self.bytes_since_last_index_entry = 0
         self.roll_jitter_ms = -1  # segment.jitter.ms drawn for this segment (-1: not yet)
         self._offset_index: OffsetIndex | None = None
@@ -301,7 +300,7 @@ class LogSegment:
         if file is None:
             if self._closed:
                 raise KafkaStorageError(f"segment {self.log_path} is closed")
-            file = self._file = SegmentFile(os.open(self.log_path, os.O_RDWR))
+            file = self._file = SegmentFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         if self.file_cache is not None:
             self.file_cache.touch(self)
         return file

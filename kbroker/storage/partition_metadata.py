@@ -23,9 +23,9 @@ def topic_id_from_base64(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(directory: str, topic_id: uuid.UUID, *, sync: bool = True) -> None:
     text = f"version: 0\ntopic_id: {topic_id_to_base64(topic_id)}"
-    write_atomically(os.path.join(directory, PARTITION_METADATA_FILE), text)
+    write_atomically(os.path.join(directory, PARTITION_METADATA_FILE), text, sync=sync)
 
 
 def read_partition_metadata(directory: str) -> uuid.UUID | None:
