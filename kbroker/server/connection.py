@@ -58,7 +58,7 @@ _PREFIX = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 MAX_PENDING_RESPONSES = 64
 MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
-_RECV_CHUNK = 64 * 1024
+RECV_CHUNK = 64 * 1024  # the server's shared receive buffer
 _BIG_FRAME = 256 * 1024  # frames at least this large are received in place
 
 
@@ -94,9 +94,10 @@ class Connection:
         self._output_mark = 0  # writer.sent_bytes when the output was last seen to move
         self._output_moved_ms = self.last_active_ms
         self.closed = False
+        # Bytes received and not yet framed; emptied (and given back) once framed. Reads
+        # land in the server's one receive buffer (the loop reads one socket at a time),
+        # so an idle connection holds no buffer of its own.
         self._inbuf = bytearray()
-        self._rbuf = bytearray(_RECV_CHUNK)  # reused by every recv_into: no allocation per read
-        self._rview = memoryview(self._rbuf)
         self._big_frame: bytearray | None = None  # a large frame being received in place
         self._big_filled = 0
         self._pending: deque[_Slot] = deque()
@@ -190,7 +191,7 @@ class Connection:
 
     def _on_readable(self) -> None:
         big = self._big_frame
-        target = self._rview if big is None else memoryview(big)[self._big_filled :]
+        target = self.server.recv_view if big is None else memoryview(big)[self._big_filled :]
         try:
             n = self.sock.recv_into(target)
         except (BlockingIOError, InterruptedError):
@@ -207,7 +208,7 @@ class Connection:
             return
         self.last_active_ms = self.server.broker.time.monotonic_ms()
         if big is None:
-            self._inbuf += self._rview[:n]
+            self._inbuf += target[:n]
         else:
             self._big_filled += n
             if self._big_filled < len(big):
@@ -260,7 +261,10 @@ class Connection:
             pos += 4 + size
             self._handle_frame(frame)
         if pos and not self.closed:
-            del buf[:pos]
+            if pos == len(buf):
+                self._inbuf = bytearray()  # a new empty one: the old one's capacity goes back
+            else:
+                del buf[:pos]
 
     def _handle_frame(self, frame: bytearray) -> None:
         if len(frame) < _HEAD.size:

@@ -22,7 +22,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from kbroker.config import Listener
-from kbroker.server.connection import Connection
+from kbroker.server.connection import RECV_CHUNK, Connection
 from kbroker.server.request_queue import RequestQueue
 
 if TYPE_CHECKING:
@@ -122,6 +122,9 @@ class SocketServer:
         self.loop = loop
         self.listeners: list[BoundListener] = []
         self.connections: set[Connection] = set()
+        # Every connection's recv_into lands here (one socket read at a time on this loop),
+        # then its bytes are copied to that connection's input: no buffer per connection.
+        self.recv_view = memoryview(bytearray(RECV_CHUNK))
         self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
                                           broker.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
