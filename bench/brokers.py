@@ -186,10 +186,14 @@ class BrokerSpec:
 class RunningBroker:
     """One started broker process: its port, data dir, PID and log file."""
 
-    def __init__(self, spec: BrokerSpec, log_dir: Path, partitions: int = 1) -> None:
+    def __init__(self, spec: BrokerSpec, log_dir: Path, partitions: int = 1,
+                 data_dir: Path | None = None, port: int | None = None) -> None:
+        """`data_dir`/`port`: restart on an earlier run's data (take them over with
+        `keep_data()` on that run first)."""
         self.spec = spec
-        self.port = free_port()
-        self.data_dir = Path(tempfile.mkdtemp(prefix=f"kbroker-bench-{_slug(spec.name)}-"))
+        self.port = port or free_port()
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix=f"kbroker-bench-{_slug(spec.name)}-"))
+        self._keep_data = False
         command = spec.command.format(port=self.port, data_dir=shlex.quote(str(self.data_dir)),
                                       partitions=partitions)
         env = {k: v for k, v in os.environ.items() if k not in spec.unset_env}
@@ -248,7 +252,12 @@ class RunningBroker:
                 os.kill(self.pid, signal.SIGKILL)
                 self.process.wait(10)
         self._log.close()
-        subprocess.run(["rm", "-rf", "--", str(self.data_dir)], check=False)
+        if not self._keep_data:
+            subprocess.run(["rm", "-rf", "--", str(self.data_dir)], check=False)
+
+    def keep_data(self) -> None:
+        """stop() leaves the data dir (a restart takes it over and removes it)."""
+        self._keep_data = True
 
 
 def _slug(name: str) -> str:

@@ -107,7 +107,7 @@ class LeaderEpochFileCache:
         if checkpoint is not None:
             checkpoint()
 
-    def take_checkpoint(self, force: bool = False) -> Callable[[], None] | None:
+    def take_checkpoint(self, force: bool = False) -> Callable[..., None] | None:
         """The checkpoint file's content as of now, to write on any thread (the flush
         thread); None when nothing changed since the last one."""
         if not (self._dirty or force):
@@ -117,8 +117,8 @@ class LeaderEpochFileCache:
         self._version += 1
         return functools.partial(self._write, self._version, "\n".join(lines) + "\n")
 
-    def _write(self, version: int, text: str) -> None:
+    def _write(self, version: int, text: str, sync: bool = True) -> None:
         with self._write_lock:
             if version > self._written_version:
-                write_atomically(self.path, text)
+                write_atomically(self.path, text, sync=sync)
                 self._written_version = version

@@ -545,6 +545,11 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = self.time.milliseconds()
 
+    def mark_flushed(self, offset: int) -> None:
+        """Everything below `offset` is on disk (the caller synced the filesystem)."""
+        with self._recovery_lock:
+            self._recovery_point = max(self._recovery_point, min(offset, self.log_end_offset))
+
     def flush_async(self) -> Future[None] | None:
         """fsync everything up to the current log end on the flush thread; the recovery
         point moves there once the fsync is done. Returns the flush's future (None when
@@ -600,11 +605,16 @@ class Log:
                 self._recovery_point = job.target
         job.future.set_result(None)
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
+        """Write the leader-epoch checkpoint and a producer snapshot, close the segments.
+        sync=False leaves the fsyncs to the caller (LogManager.shutdown syncs each log dir's
+        filesystem once for all its logs)."""
         if self.closed:
             return
-        self.leader_epoch_cache.flush()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        epochs = self.leader_epoch_cache.take_checkpoint()
+        if epochs is not None:
+            epochs(sync=sync)
+        self.producer_state.snapshot(self.log_end_offset).write(sync=sync)
         for seg in self.segments:
             seg.close()
         self.closed = True

@@ -274,10 +274,10 @@ class ProducerStateManager:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
         return ProducerSnapshot(self, offset, struct.pack(">hI", 1, crc32c(bytes(body))) + bytes(body))
 
-    def _write_snapshot(self, offset: int, data: bytes) -> None:
+    def _write_snapshot(self, offset: int, data: bytes, sync: bool = True) -> None:
         path = self._snapshot_path(offset)
         try:
-            write_atomically(path, data)
+            write_atomically(path, data, sync=sync)
         except OSError as e:
             log.warning("cannot write producer snapshot %s: %s", path, e)
             return
@@ -356,6 +356,6 @@ class ProducerSnapshot:
         self._offset = offset
         self._data = data
 
-    def write(self) -> None:
+    def write(self, sync: bool = True) -> None:
         if self._data is not None:
-            self._manager._write_snapshot(self._offset, self._data)
+            self._manager._write_snapshot(self._offset, self._data, sync)
