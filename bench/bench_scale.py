@@ -1,6 +1,6 @@
 """Scale on one broker: many partitions, many connections, kbroker beside Tansu.
 
-Partitions (one topic of N partitions, N = 1k, 10k, and 100k with --full):
+Partitions (N = 1k, 10k, and 100k with --full, in topics of at most 10,000):
     create_s        CreateTopics until answered
     metadata_s      a full Metadata (all topics) request until its last byte arrives
     produce_all_s   one record produced to every partition (confluent-kafka, acks=1)
@@ -44,6 +44,7 @@ from brokers import (  # noqa: E402
 )
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scale.json"
+PER_TOPIC = 10_000  # kbroker's partitions per topic: 100k partitions are 10 topics
 
 
 def rss_mb(pid: int) -> float:
@@ -82,17 +83,20 @@ def partitions_run(spec: BrokerSpec, n: int, log_dir: Path) -> dict[str, Any]:
     try:
         broker.wait_ready()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+        topics = {f"scale{i}": min(PER_TOPIC, n - i * PER_TOPIC) for i in range(-(-n // PER_TOPIC))}
         start = time.perf_counter()
-        for f in admin.create_topics([NewTopic("scale", n, 1)], operation_timeout=600).values():
+        for f in admin.create_topics([NewTopic(t, count, 1) for t, count in topics.items()],
+                                     operation_timeout=600).values():
             f.result(900)
         out["create_s"] = time.perf_counter() - start
         out["metadata_s"] = min(full_metadata_s(broker.port) for _ in range(3))
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "log_level": 0,
                              "enable.idempotence": False})
         start = time.perf_counter()
-        for p in range(n):
-            producer.produce("scale", b"x", partition=p)
-            producer.poll(0)
+        for topic, count in topics.items():
+            for p in range(count):
+                producer.produce(topic, b"x", partition=p)
+                producer.poll(0)
         if producer.flush(600):
             raise RuntimeError("not every record was delivered")
         out["produce_all_s"] = time.perf_counter() - start
@@ -149,12 +153,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--brokers", default="kbroker,tansu")
     ap.add_argument("--full", action="store_true", help="also 100,000 partitions")
+    ap.add_argument("--sizes", help="partition counts, comma-separated (instead of 1k,10k[,100k])")
     ap.add_argument("--json", type=Path, default=RESULTS)
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 10k client sockets
     specs = [resolve_spec(name) for name in args.brokers.split(",")]
-    sizes = [1000, 10000] + ([100000] if args.full else [])
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else (
+        [1000, 10000] + ([100000] if args.full else []))
     rows: dict[str, list[dict[str, Any]]] = {"partitions": [], "connections": []}
     with tempfile.TemporaryDirectory(prefix="kbroker-bench-scale-") as tmp:
         for n in sizes:

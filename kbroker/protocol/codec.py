@@ -116,7 +116,7 @@ class Reader:
     # fixed-size integers and floats
 
     def int8(self) -> int:
-        return self._fixed(_I8)  # type: ignore[no-any-return]
+        return self._fixed(_I8)
 
     def int16(self) -> int:
         pos = self.pos
@@ -137,16 +137,16 @@ class Reader:
         return value
 
     def int64(self) -> int:
-        return self._fixed(_I64)  # type: ignore[no-any-return]
+        return self._fixed(_I64)
 
     def uint16(self) -> int:
-        return self._fixed(_U16)  # type: ignore[no-any-return]
+        return self._fixed(_U16)
 
     def uint32(self) -> int:
-        return self._fixed(_U32)  # type: ignore[no-any-return]
+        return self._fixed(_U32)
 
     def float64(self) -> float:
-        return self._fixed(_F64)  # type: ignore[no-any-return]
+        return self._fixed(_F64)
 
     def boolean(self) -> bool:
         return self._fixed(_I8) != 0

@@ -287,7 +287,7 @@ class Connection:
         try:
             reader = Reader(frame)
             header = RequestHeader.decode(reader, request_header_version(api_key, version))
-            request = REQUESTS[api_key].decode(reader, version)  # type: ignore[attr-defined]
+            request = REQUESTS[api_key].decode(reader, version)
         except (DecodeError, UnicodeDecodeError) as e:
             log.info("connection %s: closing, cannot decode %s v%d: %s",
                      self.peer, _name(api_key), version, e)

@@ -155,7 +155,7 @@ class KafkaBatchReader(DataSourceReader):
                                  f"at {earliest[tp]}.")
                 starts[tp] = earliest[tp]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.opts, self.schema, partition)
 
 
@@ -222,7 +222,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 starts[tp] = min(first, ends[tp])
         return [KafkaInputPartition(r) for r in _ranges(starts, ends, self.opts)]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.opts, self.schema, partition)
 
     def commit(self, end: dict) -> None:

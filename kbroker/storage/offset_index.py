@@ -50,7 +50,7 @@ class OffsetIndex(IndexFile):
         if self.is_full:
             raise CorruptIndexError(f"offset index {self.path} is full")
         self._ensure_capacity(self.entries + 1)
-        _ENTRY.pack_into(self.buffer, self.entries * 8, offset - self.base_offset, position)  # type: ignore[arg-type]
+        _ENTRY.pack_into(self.buffer, self.entries * 8, offset - self.base_offset, position)
         self.entries += 1
 
     def truncate_to(self, offset: int) -> None:

@@ -48,7 +48,7 @@ class TimeIndex(IndexFile):
         if self.is_full and not skip_full_check:
             raise CorruptIndexError(f"time index {self.path} is full")
         self._ensure_capacity(self.entries + 1)
-        _ENTRY.pack_into(self.buffer, self.entries * 12, timestamp, offset - self.base_offset)  # type: ignore[arg-type]
+        _ENTRY.pack_into(self.buffer, self.entries * 12, timestamp, offset - self.base_offset)
         self.entries += 1
 
     def truncate_to(self, offset: int) -> None:

@@ -39,7 +39,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         if coord.loading:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
-            ctx.broker.offsets_topic.ensure_created()  # type: ignore[attr-defined]
+            ctx.broker.offsets_topic.ensure_created()
         except Exception:
             log.exception("creating __consumer_offsets failed")
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)

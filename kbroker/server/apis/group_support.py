@@ -14,7 +14,7 @@ R = TypeVar("R")
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    coord: GroupCoordinator = ctx.broker.group_coordinator  # type: ignore[attr-defined]
+    coord: GroupCoordinator = ctx.broker.group_coordinator
     return coord
 
 

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    ids = ctx.broker.producer_id_manager  # type: ignore[attr-defined]
+    ids = ctx.broker.producer_id_manager
     pid, epoch = request.producer_id, request.producer_epoch
     if ctx.api_version >= 3 and pid >= 0:
         if not ids.issued(pid) or epoch < 0:

@@ -68,7 +68,7 @@ def _by_timestamp(plog: Any, ts: int) -> tuple[int, int, int | None] | None:
         if getattr(e, "error_code", None) is None:
             raise
         return None
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 def _found(partition: int, offset: int, timestamp: int, leader_epoch: int = 0) -> PartitionResponse:
