@@ -25,6 +25,7 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import shutil
@@ -120,6 +121,8 @@ class BrokerState:
             open_segment_files_max=config.log_open_segment_files_max,
         )
         self.topics = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
+        # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
+        self.metadata_topic_cache: dict[tuple[str, int, bool], Any] = {}
         self.append_notifier = AppendNotifier()
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
@@ -172,6 +175,8 @@ class BrokerState:
             raise KafkaStorageError(f"cannot write the topic registry: {e}") from e
         try:
             self.create_logs(info, range(count))
+            if count >= 1000:
+                gc.freeze()  # see Broker._run: long-lived logs out of full collections
         except BaseException:
             self.topics.forget(name)
             try:
@@ -346,6 +351,11 @@ class Broker:
         self.state = state
         try:
             state.startup()
+            # The logs, segments and topics loaded now live as long as the broker: keep
+            # them out of the garbage collector's full passes, which otherwise walk every
+            # one of them (hundreds of ms at 100,000 partitions) whenever a large request
+            # allocates enough to trigger one.
+            gc.freeze()
             server = SocketServer(state, loop)
             self.server = server
             server.start()

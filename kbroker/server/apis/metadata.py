@@ -11,6 +11,7 @@ one (v0) means all topics. The controller id is our node id.
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from kbroker.metadata.topic_registry import (
     INTERNAL_TOPICS,
@@ -18,7 +19,7 @@ from kbroker.metadata.topic_registry import (
     TopicInfo,
     validate_topic_name,
 )
-from kbroker.protocol.codec import ZERO_UUID
+from kbroker.protocol.codec import ZERO_UUID, Writer
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.server.request_context import RequestContext
@@ -95,6 +96,40 @@ def _requested(
 
 
 def _describe(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
+    """The topic's entry; encoded once per (topic state, version) and reused while all its
+    partitions are online: a full Metadata of 100,000 partitions then costs one copy per
+    topic instead of building and encoding 100,000 entries."""
+    manager = ctx.broker.log_manager
+    if manager.failures.offline_dirs:
+        return _build(ctx, info, want_ops)
+    state = (info.topic_id, info.partitions, bool(info.is_internal), ctx.broker.node_id)
+    cache = ctx.broker.metadata_topic_cache
+    slot = (info.name, ctx.api_version, want_ops)
+    cached = cache.get(slot)
+    if cached is None or cached.state != state:
+        w = Writer()
+        _build(ctx, info, want_ops).encode(w, ctx.api_version)
+        cached = cache[slot] = EncodedTopic(state, w.to_bytes())
+        if len(cache) > 8 * len(ctx.broker.topics) + 64:  # drop deleted topics' entries
+            for stale in [k for k in cache if ctx.broker.topics.get(k[0]) is None]:
+                del cache[stale]
+    return cast(Topic, cached)
+
+
+class EncodedTopic:
+    """A topic entry of the Metadata response, already encoded; written as it is."""
+
+    __slots__ = ("state", "data")
+
+    def __init__(self, state: tuple[object, ...], data: bytes | bytearray) -> None:
+        self.state = state  # what the entry was encoded from: any change re-encodes it
+        self.data = data
+
+    def encode(self, w: Writer, version: int) -> None:
+        w.raw(self.data)
+
+
+def _build(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
     node = ctx.broker.node_id
     partitions = [
         Partition(

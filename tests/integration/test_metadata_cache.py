@@ -1,0 +1,49 @@
+"""Metadata topic entries are encoded once and reused: every change to a topic shows."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from kbroker.broker import Broker
+from kbroker.protocol.messages.metadata import MetadataRequest
+from kbroker.server import topic_admin
+
+from .wire import WireClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+def partitions_and_id(c: WireClient, version: int) -> dict[str, tuple[int, object]]:
+    md = c.call(MetadataRequest(topics=None), version)
+    return {t.name: (len(t.partitions), getattr(t, "topic_id", None)) for t in md.topics}
+
+
+def on_loop(broker: Broker, fn: Callable[[], object]) -> None:
+    async def run() -> None:
+        fn()
+
+    assert broker._loop is not None
+    asyncio.run_coroutine_threadsafe(run(), broker._loop).result(30)
+
+
+def test_metadata_follows_topic_changes_in_every_version(kbroker_broker: Broker) -> None:
+    state = kbroker_broker.state
+    assert state is not None
+    on_loop(kbroker_broker, lambda: state.create_topic("t", 3))
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        for version in (1, 9, 12, 1, 12):  # several versions, repeated: cached entries
+            assert partitions_and_id(c, version)["t"][0] == 3
+        info = state.topics.get("t")
+        assert info is not None
+        on_loop(kbroker_broker, lambda: topic_admin.add_partitions(state, info, 5))
+        for version in (1, 12):
+            assert partitions_and_id(c, version)["t"][0] == 5
+        first_id = partitions_and_id(c, 12)["t"][1]
+        on_loop(kbroker_broker, lambda: topic_admin.delete_topic(state, info))
+        assert "t" not in partitions_and_id(c, 12)
+        on_loop(kbroker_broker, lambda: state.create_topic("t", 2))
+        count, second_id = partitions_and_id(c, 12)["t"]
+        assert count == 2 and second_id != first_id
