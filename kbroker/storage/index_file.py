@@ -54,11 +54,12 @@ class IndexFile:
         new_size = (new_size // self.ENTRY_SIZE) * self.ENTRY_SIZE
         if new_size == self._length:
             return
+        mapped = self._mm is not None
         self.unmap()
-        if new_size > 0:
+        if mapped and new_size > 0:
             self._mm = MappedFile(self.path, new_size)  # sets the file's length
-        else:
-            os.truncate(self.path, 0)
+        else:  # not in use: only the length changes; the next use maps it
+            os.truncate(self.path, new_size)
         self._length = new_size
         self.entries = min(self.entries, new_size // self.ENTRY_SIZE)
 
