@@ -163,9 +163,9 @@ def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
         raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
     check_not_internal(info, "marked for deletion")
     manager = broker.log_manager
-    for p in range(info.partitions):
-        tp = TopicPartition(info.name, p)
-        manager.delete_log(tp)
+    tps = [TopicPartition(info.name, p) for p in range(info.partitions)]
+    manager.delete_logs(tps)
+    for tp in tps:
         broker.append_notifier.notify(tp)
     broker.topics.delete(info.name)
     manager.topic_configs.pop(info.name, None)

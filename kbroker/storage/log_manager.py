@@ -319,22 +319,28 @@ class LogManager:
                 lg.update_config(config)
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Close the log, rename its dir to <topic>-<partition>.<uuid>-delete and remove it
-        in the background after file.delete.delay.ms."""
-        lg = self._logs.pop(tp, None)
-        log_dir = self._dir_of.pop(tp, None)
-        if lg is None or log_dir is None:
-            return
-        delay = lg.config.file_delete_delay_ms
-        target = os.path.join(log_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        try:
-            os.rename(lg.dir, target)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot delete log {tp}: {e}") from e
-        # No new operations; the fds stay open until the delay ends (in-flight sendfile).
-        lg.closed = True
-        self.deleter.schedule(delay, lg.abandon)
-        self.deleter.schedule_dir(delay, target)
+        self.delete_logs([tp])
+
+    def delete_logs(self, tps: list[TopicPartition]) -> None:
+        """Close the logs, rename each dir to <topic>-<partition>.<uuid>-delete and remove them
+        in the background after file.delete.delay.ms; then checkpoint once (a topic's
+        partitions go in one pass, not one checkpoint write per partition)."""
+        for tp in tps:
+            lg = self._logs.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+            if lg is None or log_dir is None:
+                continue
+            delay = lg.config.file_delete_delay_ms
+            target = os.path.join(log_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            # No new operations; the fds stay open until the delay ends (in-flight sendfile).
+            lg.closed = True
+            self.deleter.schedule(delay, lg.abandon)
+            try:
+                os.rename(lg.dir, target)
+            except OSError as e:  # the dir goes offline; its data is left for a restart to see
+                self.failures.report(log_dir, f"deleting {tp}", e)
+                continue
+            self.deleter.schedule_dir(delay, target)
         self.checkpoint()
 
     # -- background duties (called by the broker on its event loop) ----------------------
