@@ -18,6 +18,7 @@ Other subcommands (`topics`, `groups`, `perf`) register themselves in
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -82,6 +83,9 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it.
+NEEDS_CLIENT = frozenset({"groups", "topics", "perf"})
+
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                              Callable[[argparse.Namespace], int]]] = {
     "serve": ("run a broker", _serve_parser, _serve),
@@ -109,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     _desc, _configure, run = SUBCOMMANDS[args.command]
+    if args.command in NEEDS_CLIENT and importlib.util.find_spec("confluent_kafka") is None:
+        print(f"kbroker: `kbroker {args.command}` talks to brokers through confluent-kafka, which "
+              "is not installed: pip install 'kbroker[tools]'", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     return run(args)
 
 
