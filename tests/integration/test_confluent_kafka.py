@@ -118,20 +118,21 @@ def test_long_poll_wakes_on_append(broker_process) -> None:
     bs = broker_process.bootstrap_servers
     topic = f"lp-{uuid.uuid4().hex[:8]}"
     produce_all(bs, topic, [{"value": b"first", "partition": 0}])
-    c = Consumer({"bootstrap.servers": bs, "group.id": "unused", "fetch.wait.max.ms": 5000,
-                  "enable.auto.commit": False})
+    # A fetch wait far beyond the deadline below: the record can only arrive in time if the
+    # parked Fetch wakes on the append (no timing assertion needed).
+    c = Consumer({"bootstrap.servers": bs, "group.id": "unused", "fetch.wait.max.ms": 120000,
+                  "socket.timeout.ms": 180000, "enable.auto.commit": False})
     try:
         c.assign([TopicPartition(topic, 0, 1)])
         c.poll(1.0)  # consumer is now parked in a long-poll Fetch at offset 1
         start = time.monotonic()
         produce_all(bs, topic, [{"value": b"second", "partition": 0}], **{"linger.ms": 0})
         m = None
-        while time.monotonic() - start < 10:
+        while time.monotonic() - start < 60:
             m = c.poll(0.1)
             if m is not None:
                 break
-        assert m is not None and m.value() == b"second"
-        assert time.monotonic() - start < 4.0, "the parked fetch should wake on append"
+        assert m is not None and m.value() == b"second", "the parked fetch did not wake on append"
     finally:
         c.close()
 

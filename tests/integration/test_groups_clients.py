@@ -117,7 +117,9 @@ def test_kcat_balanced_consumer(broker_process: Any) -> None:
                 buf += proc.stdout.read() or b""
                 *lines, buf = buf.split(b"\n")
                 got += [line.decode() for line in lines]
-        time.sleep(1.0)  # let an auto commit happen
+        while committed(bs, group, topic) != [10, 10, 10]:  # the consumer's auto commit
+            assert time.monotonic() < deadline, "the auto commit never came"
+            time.sleep(0.1)
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         try:

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from kbroker.protocol.messages.api_versions import ApiVersionsRequest
+
 from .conftest import ROOT
 from .wire import WireClient, wait_until_ready
 
@@ -65,7 +67,8 @@ def test_sigterm_finishes_in_flight_long_poll(broker_factory) -> None:
         req = FetchRequest(max_wait_ms=20000, min_bytes=1, topics=[FetchRequest.FetchTopic(
             topic="lp", partitions=[FetchRequest.FetchPartition(partition=0, partition_max_bytes=1024)])])
         cid = c.send(req, 12)
-        time.sleep(0.3)
+        with WireClient(bp.bootstrap_servers) as probe:  # a later round trip: the Fetch was read
+            probe.call(ApiVersionsRequest(), 0)
         bp.signal(signal.SIGTERM)
         got, resp = c.recv(1, 12)
         assert got == cid and resp.responses[0].partitions[0].error_code == 0
