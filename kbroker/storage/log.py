@@ -629,7 +629,8 @@ class Log:
         """An I/O error: report it (the dir goes offline) and return the error to raise.
         Running out of descriptors or memory is the process's trouble, not the disk's:
         the request fails, the dir stays online."""
-        if self.on_io_error is not None and getattr(error, "errno", None) not in _PROCESS_LIMITS:
+        code = getattr(error, "errno", None) or getattr(error.__cause__, "errno", None)
+        if self.on_io_error is not None and code not in _PROCESS_LIMITS:
             self.on_io_error(what, error)
         return KafkaStorageError(f"{what} failed: {error}")
 

@@ -96,3 +96,39 @@ def test_max_broker_partitions(broker_factory: Any, tmp_path: Path) -> None:
     assert e.value.args[0].code() == KafkaError.POLICY_VIOLATION
     md = admin.list_topics(timeout=10)
     assert "five" not in md.topics and len(md.topics["six"].partitions) == 10
+
+
+def test_running_out_of_descriptors_on_append_keeps_the_dir_online(kbroker_broker: Any) -> None:
+    """EMFILE while opening a segment to append fails that Produce only: the process ran out
+    of descriptors, the disk did not fail (the log dir stays online)."""
+    import errno as errno_
+
+    state = kbroker_broker.state
+    state_loop = kbroker_broker._loop
+    import asyncio
+
+    async def run() -> tuple[int, bool]:
+        state.create_topic("few", 1)
+        log = state.get_log("few", 0)
+        seg = log.segments.active
+        seg.release_files()
+        real_open = os.open
+
+        def no_descriptors(*args: Any, **kw: Any) -> int:
+            raise OSError(errno_.EMFILE, "Too many open files")
+
+        os.open = no_descriptors  # type: ignore[assignment]
+        try:
+            from tests.batches import values_batch
+
+            try:
+                log.append_as_leader(values_batch(1))
+                code = 0
+            except Exception as e:
+                code = getattr(e, "error_code", -1)
+        finally:
+            os.open = real_open  # type: ignore[assignment]
+        return code, state.log_manager.is_offline(log.topic_partition)
+
+    code, offline = asyncio.run_coroutine_threadsafe(run(), state_loop).result(30)
+    assert code == ErrorCode.KAFKA_STORAGE_ERROR and not offline
