@@ -40,6 +40,7 @@ from posix.unistd cimport pread
 
 from kbroker._core.crc32c cimport crc32c_update
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 
 
@@ -102,7 +103,7 @@ cdef object _error_code(int status):
     return ErrorCode.CORRUPT_MESSAGE
 
 
-class RecordValidationError(Exception):
+class RecordValidationError(KafkaError):
     """A payload was rejected; `error_code` is the Kafka error to answer with."""
 
     def __init__(self, error_code, message, position=0):

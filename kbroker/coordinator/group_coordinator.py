@@ -41,6 +41,7 @@ from kbroker.coordinator.group_metadata import (
 )
 from kbroker.coordinator.group_metadata_manager import GroupMetadataManager, GroupStore
 from kbroker.coordinator.timers import Timers
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.utils.time import Time
 
@@ -631,7 +632,7 @@ class GroupCoordinator:
 def store_error(error: BaseException) -> int:
     """The error for a failed __consumer_offsets write, mapped as Kafka's
     GroupMetadataManager maps its append errors (storeGroup / storeOffsets)."""
-    code = getattr(error, "error_code", None)
+    code = error.error_code if isinstance(error, KafkaError) else None
     if code in (E.KAFKA_STORAGE_ERROR, E.NOT_LEADER_OR_FOLLOWER):
         return E.NOT_COORDINATOR  # the client finds the coordinator again
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from kbroker.errors import KafkaError
 from kbroker.metadata.topic_registry import InvalidTopicError, TopicInfo, validate_topic_name
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.storage.errors import KafkaStorageError
@@ -39,12 +40,11 @@ MAX_PARTITIONS_PER_TOPIC = 10_000
 log = logging.getLogger(__name__)
 
 
-class AdminError(Exception):
+class AdminError(KafkaError):
     """An admin request item failed with `error_code`; str(self) is the error message."""
 
     def __init__(self, error_code: int, message: str | None = None) -> None:
-        super().__init__(message or "")
-        self.error_code = error_code
+        super().__init__(message or "", error_code)
         self.message = message
 
 

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 
 
-class StorageError(Exception):
+class StorageError(KafkaError):
     """Base of storage errors; `error_code` is the Kafka error for the client."""
 
-    error_code: ErrorCode = ErrorCode.KAFKA_STORAGE_ERROR
-
-    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
-        super().__init__(message)
-        if error_code is not None:
-            self.error_code = error_code
+    error_code: int = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class InvalidRecordsError(StorageError):

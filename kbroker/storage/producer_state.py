@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kbroker._core.crc32c import crc32c
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.records.batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from kbroker.utils.atomic_file import write_atomically
@@ -59,12 +60,11 @@ _ENTRY = struct.Struct(">qhqb")
 _BATCH = struct.Struct(">iiqq")
 
 
-class ProducerStateError(Exception):
+class ProducerStateError(KafkaError):
     """An idempotent batch refused; `error_code` is the Kafka error for Produce."""
 
     def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
+        super().__init__(message, error_code)
 
 
 @dataclass(slots=True)

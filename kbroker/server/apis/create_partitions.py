@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
@@ -40,7 +41,7 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreateParti
         except AdminError as e:
             results.append(Result(name=topic.name, error_code=e.error_code, error_message=e.message))
         except Exception as e:
-            code = getattr(e, "error_code", None)  # KAFKA_STORAGE_ERROR: no space, no descriptors
+            code = e.error_code if isinstance(e, KafkaError) else None  # e.g. KAFKA_STORAGE_ERROR
             if code is None:
                 log.exception("adding partitions to %s failed", topic.name)
             else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -47,7 +48,7 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsRes
         except AdminError as e:
             results.append(_error(topic.name, e.error_code, e.message))
         except Exception as e:
-            code = getattr(e, "error_code", None)  # KAFKA_STORAGE_ERROR: no space, no descriptors
+            code = e.error_code if isinstance(e, KafkaError) else None  # e.g. KAFKA_STORAGE_ERROR
             if code is None:
                 log.exception("creating topic %s failed", topic.name)
             else:

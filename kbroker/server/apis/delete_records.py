@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from kbroker.server.request_context import RequestContext
@@ -45,12 +46,11 @@ def _delete(ctx: RequestContext, topic: str, p: DeleteRecordsRequest.DeleteRecor
         return _error(p.partition_index, ErrorCode.OFFSET_OUT_OF_RANGE)
     try:
         low_watermark = plog.delete_records(offset)
-    except Exception as e:
-        code = getattr(e, "error_code", None)
-        if code is None:
-            log.exception("deleting records of %s-%d failed", topic, p.partition_index)
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        return _error(p.partition_index, code)
+    except KafkaError as e:
+        return _error(p.partition_index, e.error_code)
+    except Exception:
+        log.exception("deleting records of %s-%d failed", topic, p.partition_index)
+        return _error(p.partition_index, ErrorCode.UNKNOWN_SERVER_ERROR)
     return PartitionResult(
         partition_index=p.partition_index, low_watermark=low_watermark, error_code=ErrorCode.NONE
     )

@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -144,11 +145,8 @@ def _read_partition(
     )
     try:
         data = plog.read(fp.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=first)
-    except Exception as e:
-        code = getattr(e, "error_code", None)
-        if code is None:
-            raise
-        pd.error_code = code
+    except KafkaError as e:
+        pd.error_code = e.error_code
         return pd
     records = data.records
     if records is not None and records.size > 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kbroker.server.request_context import RequestContext
@@ -64,9 +65,7 @@ def _lookup(
 def _by_timestamp(plog: Any, ts: int) -> tuple[int, int, int | None] | None:
     try:
         result = plog.fetch_offset_by_timestamp(ts)
-    except Exception as e:
-        if getattr(e, "error_code", None) is None:
-            raise
+    except KafkaError:
         return None
     return result
 

@@ -25,6 +25,7 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
+from kbroker.errors import KafkaError
 from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
@@ -69,8 +70,8 @@ async def _after_flushes(request: ProduceRequest, responses: list[TopicResponse]
     for response, flushed in flushes:
         try:
             await asyncio.wrap_future(flushed)
-        except Exception as e:
-            code = getattr(e, "error_code", ErrorCode.KAFKA_STORAGE_ERROR)
+        except Exception as e:  # the flush thread raises KafkaStorageError
+            code = e.error_code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
             response.error_code, response.error_message = code, str(e)
             response.base_offset = response.log_start_offset = -1
     return _respond(request, responses)
@@ -101,18 +102,17 @@ def _append(
                       f"min.insync.replicas ({plog.config.min_insync_replicas})"), None
     try:
         info = plog.append_as_leader(pd.records, leader_epoch=0)
-    except Exception as e:
-        code = getattr(e, "error_code", None)
-        if code is None:
-            log.exception("append to %s-%d failed", topic, pd.index)
-            return _error(pd.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None), None
+    except KafkaError as e:
         record_errors = [
             RecordError(batch_index=i, batch_index_error_message=msg)
             for i, msg in getattr(e, "record_errors", None) or ()
         ]
-        resp = _error(pd.index, code, str(e) or None)
+        resp = _error(pd.index, e.error_code, str(e) or None)
         resp.record_errors = record_errors
         return resp, None
+    except Exception as e:
+        log.exception("append to %s-%d failed", topic, pd.index)
+        return _error(pd.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None), None
     broker.append_notifier.notify(plog.topic_partition)
     return PartitionResponse(
         index=pd.index,
