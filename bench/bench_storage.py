@@ -39,12 +39,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from batches import Rec, make_batch  # noqa: E402
 
+from kbroker.common.topic_partition import TopicPartition  # noqa: E402
 from kbroker.storage.checkpoints import OffsetCheckpointFile  # noqa: E402
 from kbroker.storage.log_config import LogConfig  # noqa: E402
 from kbroker.storage.log_manager import LogManager  # noqa: E402
 from kbroker.storage.offset_index import OffsetIndex  # noqa: E402
 from kbroker.storage.time_index import TimeIndex  # noqa: E402
-from kbroker.storage.topic_partition import TopicPartition  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "storage.json"
 GB = 1e9

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig, Listener, broker_config
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coordinator.offsets_topic import OffsetsTopic
@@ -48,7 +49,6 @@ from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_lock import LogDirLocks
 from kbroker.storage.log_manager import LogManager
 from kbroker.storage.producer_state import expire_producers
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time
 

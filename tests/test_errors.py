@@ -8,8 +8,8 @@ import re
 import pytest
 
 from kbroker._core.records import RecordValidationError
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.server.topic_admin import AdminError
 from kbroker.storage.errors import InvalidRecordsError, KafkaStorageError, StorageError
 from kbroker.storage.producer_state import ProducerStateError

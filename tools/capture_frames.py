@@ -35,13 +35,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kbroker.common.error_code import ErrorCode  # noqa: E402
 from kbroker.protocol.api_key import (  # noqa: E402
     ApiKey,
     request_header_version,
     response_header_version,
 )
 from kbroker.protocol.codec import Reader, Writer  # noqa: E402
-from kbroker.protocol.error_code import ErrorCode  # noqa: E402
 from kbroker.protocol.messages import REQUESTS  # noqa: E402
 from kbroker.protocol.messages.api_versions import ApiVersionsResponse  # noqa: E402
 from kbroker.protocol.messages.fetch import FetchResponse  # noqa: E402

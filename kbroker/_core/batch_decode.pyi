@@ -1,5 +1,6 @@
 """Typed face of kbroker/_core/batch_decode.pyx (record batches to Arrow buffers)."""
 
+from collections.abc import Callable
 from typing import Any
 
 class CorruptRecordError(ValueError): ...
@@ -18,7 +19,8 @@ class ColumnarRecords:
     include_headers: bool
     check_crcs: bool
     data_bytes: int
-    def __init__(self, include_headers: bool = False, check_crcs: bool = True) -> None: ...
+    def __init__(self, include_headers: bool = False, check_crcs: bool = True,
+                 decompress: Callable[[int, memoryview], bytes] | None = None) -> None: ...
     def add_records(self, records: Any, start_offset: int, end_offset: int) -> tuple[int, int]: ...
     def take(self) -> dict[str, Any]: ...
 

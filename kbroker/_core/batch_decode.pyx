@@ -35,9 +35,11 @@ Varints are zigzag LEB128. Output, per record, in Arrow's layouts (little-endian
 `ColumnarRecords.add_records()` appends a whole Fetch answer per call and
 `take()` hands the buffers over as `NativeBuffer`s (zero-copy, buffer protocol)
 for `pyarrow.py_buffer`. Nothing here creates a Python object per record; only
-a compressed batch calls back into Python (kbroker.records.compression), once
-per batch. Control batches (transaction markers) are skipped; their offsets
-still advance the position.
+a compressed batch calls back into Python, once per batch, through the
+`decompress(codec, records_section) -> bytes` the caller hands over (the reader
+passes kbroker.records.compression.decompress with its bound; the core imports
+nothing above itself). Control batches (transaction markers) are skipped; their
+offsets still advance the position.
 """
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
@@ -184,10 +186,12 @@ cdef class ColumnarRecords:
     cdef readonly bint include_headers
     cdef readonly bint check_crcs
     cdef readonly Py_ssize_t data_bytes
+    cdef object decompress
 
-    def __cinit__(self, bint include_headers=False, bint check_crcs=True):
+    def __cinit__(self, bint include_headers=False, bint check_crcs=True, decompress=None):
         self.include_headers = include_headers
         self.check_crcs = check_crcs
+        self.decompress = decompress
         self._reset()
 
     def __dealloc__(self):
@@ -268,10 +272,13 @@ cdef class ColumnarRecords:
                 else:
                     timestamp = <int64_t>kb_load_be64(p + BASE_TIMESTAMP_POS)
                 if attributes & CODEC_MASK:
+                    if self.decompress is None:
+                        raise CorruptRecordError(f"the batch at offset {base_offset} is "
+                                                 "compressed and no decompress was given")
+                    section = memoryview(records).cast("B")[pos - size + HEADER_SIZE:pos]
                     try:
-                        plain = _decompress(attributes & CODEC_MASK, records,
-                                            pos - size + HEADER_SIZE, pos)
-                    except ValueError as e:  # bounded: see compression.decompress
+                        plain = bytes(self.decompress(attributes & CODEC_MASK, section))
+                    except ValueError as e:  # a bad stream, or past the caller's bound
                         raise CorruptRecordError(
                             f"cannot decompress the batch at offset {base_offset}: {e}") from e
                     self._records(<const unsigned char *>PyBytes_AS_STRING(plain),
@@ -408,13 +415,6 @@ cdef class ColumnarRecords:
         self.header_offsets.size = 0
         self.header_key_offsets.size = 0
         self.header_value_offsets.size = 0
-
-
-cdef bytes _decompress(int codec, object records, Py_ssize_t start, Py_ssize_t stop):
-    """The records section of one compressed batch (one call into Python per batch)."""
-    from kbroker.records.compression import decompress
-    section = memoryview(records).cast("B")[start:stop]
-    return bytes(decompress(codec, section))
 
 
 def scan_next_offset(records, int64_t start_offset):

@@ -1,6 +1,6 @@
 """Typed face of kbroker/_core/records.pyx (record batch v2 validation and scanning)."""
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 
 RECORD_BATCH_OVERHEAD: int
 BATCH_LOG_OVERHEAD: int

@@ -40,8 +40,8 @@ from posix.unistd cimport pread
 
 from kbroker._core.crc32c cimport crc32c_update
 
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.error_code import ErrorCode
 
 
 cdef int64_t INT64_MAX_ = 0x7FFFFFFFFFFFFFFF

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kbroker.client.connection import BrokerConnection, KafkaClientError
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.api_key import ApiKey
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest
-from kbroker.storage.topic_partition import TopicPartition
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

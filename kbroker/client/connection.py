@@ -24,9 +24,9 @@ import socket
 import struct
 from typing import Any
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
 from kbroker.protocol.codec import Reader, Writer
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages import RESPONSES
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.request_header import RequestHeader

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -41,8 +43,6 @@ from kbroker.coordinator.group_metadata import (
 )
 from kbroker.coordinator.group_metadata_manager import GroupMetadataManager, GroupStore
 from kbroker.coordinator.timers import Timers
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.utils.time import Time
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.server.config_describe import ConfigDescription, ConfigSource, ConfigType
 from kbroker.server.topic_admin import AdminError
 

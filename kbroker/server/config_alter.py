@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.server import broker_loggers, topic_admin
 from kbroker.server.config_describe import ResourceType
 from kbroker.server.request_context import RequestContext

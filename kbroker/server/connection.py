@@ -38,9 +38,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
 from kbroker.protocol.codec import DecodeError, Reader, Writer
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader

@@ -21,12 +21,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from kbroker.errors import KafkaError
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.metadata.topic_registry import InvalidTopicError, TopicInfo, validate_topic_name
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log_config import LogConfig
-from kbroker.storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState

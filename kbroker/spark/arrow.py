@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from kbroker._core.batch_decode import ColumnarRecords
+from kbroker.records.compression import decompress
 
 
 def _binary(typ: pa.DataType, n: int, column: tuple[Any, ...]) -> pa.Array:
@@ -66,9 +67,16 @@ def record_batch(columns: dict[str, Any], topic: str, partition: int,
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def new_decoder(schema: pa.Schema, check_crcs: bool = True) -> ColumnarRecords:
+    """A decoder for `schema`'s columns; compressed batches are inflated by
+    compression.decompress, bounded (a batch past the bound is a CorruptRecordError)."""
+    return ColumnarRecords(include_headers="headers" in schema.names, check_crcs=check_crcs,
+                           decompress=decompress)
+
+
 def decode_to_batch(records: Any, start_offset: int, end_offset: int, topic: str,
                     partition: int, schema: pa.Schema) -> pa.RecordBatch:
     """Decode raw record batches in one call (tests and tools)."""
-    cols = ColumnarRecords(include_headers="headers" in schema.names)
+    cols = new_decoder(schema)
     cols.add_records(records, start_offset, end_offset)
     return record_batch(cols.take(), topic, partition, schema)

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from kbroker._core.batch_decode import ColumnarRecords, scan_next_offset
+from kbroker._core.batch_decode import scan_next_offset
 from kbroker.client import KafkaClient, KafkaClientError, TopicPartition
 from kbroker.client.client import RETRIABLE
-from kbroker.protocol.error_code import ErrorCode
-from kbroker.spark.arrow import record_batch
+from kbroker.common.error_code import ErrorCode
+from kbroker.spark.arrow import new_decoder, record_batch
 from kbroker.spark.offsets import OffsetRange, new_client, report_data_loss
 from kbroker.spark.options import ClientOptions
 
@@ -72,8 +72,7 @@ class PartitionReader:
             min_bytes=1, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes)))
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
-        cols = ColumnarRecords(include_headers="headers" in self.schema.names,
-                               check_crcs=self.opts.check_crcs)
+        cols = new_decoder(self.schema, check_crcs=self.opts.check_crcs)
         offset, until = self.range.from_offset, self.range.until_offset
         leader = self.client.leader_for(self.tp)
         self._send(leader, offset)

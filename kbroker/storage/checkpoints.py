@@ -11,7 +11,7 @@ log dir. Written atomically: <file>.tmp, fsync, rename, fsync of the directory.
 
 from __future__ import annotations
 
-from kbroker.storage.topic_partition import TopicPartition
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.utils.atomic_file import write_atomically
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 
 
 class StorageError(KafkaError):

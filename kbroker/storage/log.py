@@ -33,6 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 
 from kbroker._core import records as _records
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.compression import CODEC_BY_NAME, DECOMPRESSION_RATIO_LIMIT, Codec
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.records.recompress import recompress_batches
@@ -48,7 +49,6 @@ from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_segment import LogSegment
 from kbroker.storage.log_segments import LogSegments
 from kbroker.storage.producer_state import Duplicate, ProducerStateManager
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.storage.values import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
 from kbroker.utils.time import Time
 

@@ -23,6 +23,7 @@ import os
 import uuid
 from concurrent.futures import Executor
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log import Log
@@ -35,7 +36,6 @@ from kbroker.storage.log_segment import (
     LogSegment,
 )
 from kbroker.storage.log_segments import LogSegments
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import Time
 
 log = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -39,7 +40,6 @@ from kbroker.storage.log_dir_failure import LogDirFailureChannel
 from kbroker.storage.log_loader import LoadResult, LogLoader
 from kbroker.storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from kbroker.storage.segment_file_cache import SegmentFileCache
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.atomic_file import fsync_dir, sync_filesystem
 from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time

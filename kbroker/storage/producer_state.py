@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kbroker._core.crc32c import crc32c
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.records.batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from kbroker.utils.atomic_file import write_atomically
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from kbroker.common.error_code import ErrorCode as E
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest
 from kbroker.coordinator.group_metadata import GroupState, JoinResult, OffsetAndMetadata, SyncResult
 from kbroker.coordinator.group_metadata_manager import MemoryGroupStore
 from kbroker.coordinator.timers import Timers
-from kbroker.protocol.error_code import ErrorCode as E
 from kbroker.storage.errors import KafkaStorageError, RecordListTooLargeError
 from kbroker.utils.time import MockTime
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kbroker._core import records as R
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.records.batch_header import BatchHeader
 from kbroker.records.record_iter import iter_records
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kbroker.broker import Broker
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.codec import ZERO_UUID
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest
 from kbroker.protocol.messages.create_partitions import CreatePartitionsRequest
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest

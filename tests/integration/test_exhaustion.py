@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest

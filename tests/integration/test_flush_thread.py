@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kbroker.broker import Broker
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest
 from tests.batches import values_batch

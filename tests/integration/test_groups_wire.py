@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kbroker.protocol.error_code import ErrorCode as E
+from kbroker.common.error_code import ErrorCode as E
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.heartbeat import HeartbeatRequest
 from kbroker.protocol.messages.join_group import JoinGroupRequest

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from kbroker.protocol.error_code import ErrorCode as E
+from kbroker.common.error_code import ErrorCode as E
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest

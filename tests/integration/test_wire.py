@@ -14,8 +14,8 @@ import pytest
 from batches import Rec, make_batch
 
 from kbroker.broker import Broker
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.codec import Reader
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.fetch import FetchRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest

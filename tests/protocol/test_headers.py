@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import (
     FLEXIBLE_VERSIONS,
     VALID_VERSIONS,
@@ -12,7 +13,6 @@ from kbroker.protocol.api_key import (
     response_header_version,
 )
 from kbroker.protocol.codec import Reader, Writer
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages import REQUESTS, RESPONSES
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader

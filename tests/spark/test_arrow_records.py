@@ -68,6 +68,12 @@ def test_decode_every_codec(codec: Codec) -> None:
     assert as_rows(decode_to_batch(data, 0, 100, "t", 2, SCHEMA)) == expected_rows(40)
 
 
+def test_compressed_batch_needs_a_decompress() -> None:
+    data = make_batch(sample_records(), base_offset=40, base_timestamp=TS, codec=Codec.GZIP)
+    with pytest.raises(CorruptRecordError, match="offset 40 is compressed and no decompress"):
+        ColumnarRecords().add_records(data, 0, 100)
+
+
 def test_log_append_time_uses_max_timestamp() -> None:
     data = make_batch(sample_records(), base_offset=0, base_timestamp=TS, attributes=0x08,
                       max_timestamp=TS + 1000)

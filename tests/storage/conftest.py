@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import MockTime
 
 TP = TopicPartition("topic", 0)

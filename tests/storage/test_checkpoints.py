@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.checkpoints import OffsetCheckpointFile
 from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.partition_metadata import (
@@ -15,7 +16,6 @@ from kbroker.storage.partition_metadata import (
     topic_id_to_base64,
     write_partition_metadata,
 )
-from kbroker.storage.topic_partition import TopicPartition
 
 
 def test_offset_checkpoint_format(tmp_path: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from batches import Rec, decode_batches, make_batch, values_batch
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.records.batch_header import BatchHeader
 from kbroker.storage.errors import (
     InvalidRecordsError,

@@ -8,11 +8,11 @@ import uuid
 import pytest
 from batches import values_batch
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.checkpoints import OffsetCheckpointFile
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 from kbroker.storage.partition_metadata import read_partition_metadata
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import MockTime
 
 from .conftest import TOPIC_ID, TP, Env

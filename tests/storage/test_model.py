@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 from batches import Rec, make_batch
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.record_iter import iter_batches
 from kbroker.storage.checkpoints import OffsetCheckpointFile
 from kbroker.storage.errors import (
@@ -28,7 +29,6 @@ from kbroker.storage.errors import (
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
-from kbroker.storage.topic_partition import TopicPartition
 from kbroker.utils.time import MockTime
 
 TP = TopicPartition("model", 3)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from kbroker.protocol.error_code import ErrorCode as E
+from kbroker.common.error_code import ErrorCode as E
 from kbroker.storage.producer_state import ProducerStateError
 from tests.batches import make_batch
 

@@ -1,4 +1,4 @@
-"""Generate kbroker/protocol/error_code.py and api_key.py."""
+"""Generate kbroker/common/error_code.py and kbroker/protocol/api_key.py."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.server.request_context import RequestContext
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,

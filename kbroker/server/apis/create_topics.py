@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from kbroker.errors import KafkaError
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from kbroker.server import topic_admin
 from kbroker.server.config_describe import describe_topic

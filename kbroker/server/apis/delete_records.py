@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from kbroker.server.request_context import RequestContext
 

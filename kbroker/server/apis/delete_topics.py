@@ -14,9 +14,9 @@ import logging
 import uuid
 from collections import Counter
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.metadata.topic_registry import TopicInfo
 from kbroker.protocol.codec import ZERO_UUID
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from kbroker.server import topic_admin
 from kbroker.server.request_context import RequestContext

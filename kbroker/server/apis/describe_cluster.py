@@ -8,7 +8,7 @@ authorized operations are all allowed while kbroker has no ACLs.
 
 from __future__ import annotations
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import logging
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.metadata.topic_registry import InvalidTopicError, validate_topic_name
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,

@@ -6,8 +6,8 @@ Stable; an unknown group is described as Dead with no error.
 
 from __future__ import annotations
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import GroupState, MemberMetadata
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext

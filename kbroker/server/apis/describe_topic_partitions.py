@@ -14,9 +14,9 @@ eligible leader replica lists are empty (ELR is off).
 
 from __future__ import annotations
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.metadata.topic_registry import TopicInfo
 from kbroker.protocol.codec import ZERO_UUID
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,

@@ -25,9 +25,9 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from kbroker.errors import KafkaError
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.server.request_context import RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.producer_id_manager import MAX_EPOCH
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from kbroker.server.request_context import RequestContext
 

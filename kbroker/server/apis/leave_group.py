@@ -3,7 +3,7 @@ id and/or group_instance_id), each with its own error."""
 
 from __future__ import annotations
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kbroker.server.request_context import RequestContext
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import cast
 
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.metadata.topic_registry import (
     INTERNAL_TOPICS,
     InvalidTopicError,
@@ -20,10 +22,8 @@ from kbroker.metadata.topic_registry import (
     validate_topic_name,
 )
 from kbroker.protocol.codec import ZERO_UUID, Writer
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.server.request_context import RequestContext
-from kbroker.storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

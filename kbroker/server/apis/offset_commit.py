@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
-from kbroker.protocol.error_code import ErrorCode
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext

@@ -25,8 +25,8 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
-from kbroker.errors import KafkaError
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 

@@ -8,7 +8,7 @@ is a bug: logged, and answered UNKNOWN_SERVER_ERROR or by closing the connection
 
 from __future__ import annotations
 
-from kbroker.protocol.error_code import ErrorCode
+from kbroker.common.error_code import ErrorCode
 
 
 class KafkaError(Exception):

@@ -1,0 +1,123 @@
+"""The packages stand in layers: each imports only from the layers below it.
+
+    0  kbroker.common                                  value types: ErrorCode, KafkaError, TopicPartition
+    1  kbroker._core                                   compiled core: bytes, CRCs, indexes
+    2  kbroker.records, kbroker.protocol, kbroker.utils formats and helpers over the core
+    3  kbroker.client, kbroker.storage
+    4  kbroker.spark, kbroker.config, kbroker.coordinator, kbroker.metadata
+       (these four may import one another and layer 3; never the serving layer)
+    -  the serving layer and entry points: kbroker.server, kbroker.broker, kbroker.cli, ...
+
+Every import counts: at module level, inside functions, under TYPE_CHECKING, and the
+`import` / `cimport` lines of .pyx and .pxd files (a core module importing upwards at
+run time is still an upward import; it was how _core/batch_decode.pyx and
+records/recompress.py made a cycle).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "kbroker"
+
+# package -> the packages it may import (besides itself)
+_LOW = ("kbroker.common",)
+_CORE = (*_LOW, "kbroker._core")
+_FORMATS = (*_CORE, "kbroker.records", "kbroker.protocol", "kbroker.utils")
+_MIDDLE = (*_FORMATS, "kbroker.client", "kbroker.storage")
+_UPPER = (*_MIDDLE, "kbroker.spark", "kbroker.config", "kbroker.coordinator", "kbroker.metadata")
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "kbroker.common": (),
+    "kbroker._core": _LOW,
+    "kbroker.records": _CORE,
+    "kbroker.protocol": _CORE,
+    "kbroker.utils": _CORE,
+    "kbroker.client": _FORMATS,
+    "kbroker.storage": _FORMATS,
+    "kbroker.spark": _UPPER,
+    "kbroker.config": _UPPER,
+    "kbroker.coordinator": _UPPER,
+    "kbroker.metadata": _UPPER,
+}
+
+_CYTHON_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\b|c?import\s+([\w.]+))", re.M)
+
+
+def package_of(module: str) -> str:
+    """kbroker.storage.log -> kbroker.storage; kbroker.cli -> kbroker.cli."""
+    return ".".join(module.split(".")[:2])
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, module: str) -> set[str]:
+    """Every absolute module name that `path` imports (relative imports resolved)."""
+    text = path.read_text()
+    if path.suffix in (".pyx", ".pxd"):
+        return {a or b for a, b in _CYTHON_IMPORT.findall(text)}
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (path.name == "__init__.py")]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            found |= {f"{name}.{alias.name}" for alias in node.names}
+    return found
+
+
+def upward_imports(root: Path) -> list[str]:
+    """`importer -> imported` for every import a layer does not allow."""
+    bad = []
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".pyx", ".pxd")):
+        module = module_name(path, root)
+        own = package_of(module)
+        allowed = ALLOWED.get(own)
+        if allowed is None:
+            continue  # the serving layer and entry points may import anything
+        for imported in sorted(imported_modules(path, module)):
+            if imported.split(".")[0] != "kbroker" or imported == "kbroker":
+                continue
+            target = package_of(imported)
+            if target != own and target not in allowed:
+                bad.append(f"{module} -> {imported}")
+    return bad
+
+
+def test_no_package_imports_upwards() -> None:
+    assert upward_imports(PACKAGE) == []
+
+
+def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
+    root = tmp_path / "kbroker"
+    for rel, text in {
+        "_core/__init__.py": "",
+        "_core/records.pyx": "from kbroker._core.crc32c cimport crc32c_update\n"
+                             "from kbroker.protocol.api_key import ApiKey\n",
+        "records/__init__.py": "",
+        "records/recompress.py": "def f():\n    from ..storage import log\n",
+        "common/__init__.py": "from typing import TYPE_CHECKING\n"
+                              "if TYPE_CHECKING:\n    import kbroker.client\n",
+        "server/handler.py": "from kbroker.broker import Broker\n",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    assert upward_imports(root) == [
+        "kbroker._core.records -> kbroker.protocol.api_key",
+        "kbroker.common -> kbroker.client",
+        "kbroker.records.recompress -> kbroker.storage",
+        "kbroker.records.recompress -> kbroker.storage.log",
+    ]
