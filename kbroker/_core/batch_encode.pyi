@@ -1,7 +1,25 @@
-"""Typed face of kbroker/_core/batch_encode.pyx (Arrow columns to record batches)."""
+"""Typed face of kbroker/_core/batch_encode.pyx (the record batch encoder)."""
 
+from collections.abc import Iterable
 from typing import Any
 
+def encode_records(
+    records: Iterable[tuple[bytes | None, bytes | None, int, Iterable[tuple[str | bytes, bytes | None]]]],
+) -> bytes: ...
+def frame_batch(
+    section: bytes | bytearray | memoryview,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    base_offset: int = ...,
+    partition_leader_epoch: int = ...,
+    attributes: int = ...,
+    last_offset_delta: int | None = ...,
+    producer_id: int = ...,
+    producer_epoch: int = ...,
+    base_sequence: int = ...,
+) -> bytes: ...
 def murmur2(data: bytes | bytearray | memoryview) -> int: ...
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int: ...
 

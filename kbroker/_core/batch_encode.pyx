@@ -1,7 +1,24 @@
 # cython: language_level=3
-"""Arrow columns to Kafka record batches (v2, uncompressed), partitioned by murmur2.
+"""The record batch encoder: Python values or Arrow columns to record batch v2 bytes.
 
-Input columns are Arrow layouts handed over as buffers (see BinaryColumn):
+The one writer of batches in kbroker. Layout and varints come from records.pxd (the
+table is at the top of records.pyx); a batch is written as its records section,
+then framed: the 61-byte header, batchLength and the CRC-32C of attributes..end.
+
+    encode_records(records)     the uncompressed records section of Python values
+    frame_batch(section, ...)   header + section (compressed or not) + CRC
+    encode_batches(columns...)  Arrow columns to uncompressed batches, partitioned
+                                by murmur2 (the Spark writer)
+
+Compression is the caller's (kbroker.records.builder): the core does not import it.
+
+    record: length varint | attributes int8 (0) | timestampDelta varlong |
+            offsetDelta varint | keyLength varint (-1 null) | key |
+            valueLength varint (-1 null) | value | headerCount varint |
+            (headerKeyLength varint | headerKey | headerValueLength varint (-1 null) |
+             headerValue) * headerCount
+
+Arrow input columns are handed over as buffers (see BinaryColumn):
 
     key, value        binary: validity bitmap (None: all valid) | int32 offsets | data
     partition         int32 (+ validity): an explicit partition wins when not null
@@ -18,40 +35,30 @@ k *= m; k ^= k >> r; k *= m; h *= m; h ^= k; then the 1-3 tail bytes are xored i
 (byte 2 << 16, byte 1 << 8, byte 0) followed by h *= m; finally h ^= h >> 13;
 h *= m; h ^= h >> 15.
 
-Output batch (big-endian header, 61 bytes; see kbroker/_core/records.pyx):
-
-    baseOffset 0 | batchLength | partitionLeaderEpoch -1 | magic 2 | crc (CRC-32C of
-    attributes..end) | attributes 0 | lastOffsetDelta | baseTimestamp | maxTimestamp |
-    producerId -1 | producerEpoch -1 | baseSequence -1 | recordCount | records
-
-    record: length varint | attributes 0 | timestampDelta varlong 0 | offsetDelta varint |
-            keyLength varint (-1 null) | key | valueLength varint | value |
-            headerCount varint | (keyLength varint | key | valueLength varint | value)*
-
-All records of one call share one timestamp (CreateTime). A batch is closed when
-it would exceed max_batch_bytes (a single larger record gets a batch of its own).
+Arrow batches: baseOffset 0, partitionLeaderEpoch -1, no producer id; all records
+of one call share one timestamp (CreateTime). A batch is closed when it would
+exceed max_batch_bytes (a single larger record gets a batch of its own).
 """
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memcpy
 
-from kbroker._core.crc32c cimport crc32c_update
 from kbroker._core.growbuf cimport Buf, buf_reserve
+from kbroker._core.records cimport (
+    HEADER_SIZE,
+    Header,
+    put_varint,
+    seal_batch,
+    varint_size,
+    write_header,
+)
 
 
 cdef extern from "kb_endian.h" nogil:
-    void kb_store_be16(void *p, unsigned short v)
-    void kb_store_be32(void *p, uint32_t v)
-    void kb_store_be64(void *p, uint64_t v)
     uint32_t kb_load_le32(const void *p)
-
-
-cdef enum:
-    HEADER_SIZE = 61
-    LOG_OVERHEAD = 12
 
 
 # --- murmur2 -------------------------------------------------------------------
@@ -187,36 +194,125 @@ cdef class HeadersColumn:
         self.values = values
 
 
-# --- batch building ------------------------------------------------------------
+# --- records and batches -------------------------------------------------------
 
-cdef inline int varint_size(int64_t v) noexcept nogil:
-    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
-    cdef int n = 1
-    while u >= 0x80:
-        u >>= 7
-        n += 1
-    return n
+cdef inline Py_ssize_t nullable_size(Py_ssize_t n) noexcept nogil:
+    """Bytes of a varint length (-1: null) and its data."""
+    return varint_size(n) + (n if n > 0 else 0)
 
 
-cdef inline unsigned char *put_varint(unsigned char *p, int64_t v) noexcept nogil:
-    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
-    while u >= 0x80:
-        p[0] = <unsigned char>((u & 0x7F) | 0x80)
-        p += 1
-        u >>= 7
-    p[0] = <unsigned char>u
-    return p + 1
-
-
-cdef inline unsigned char *put_bytes(unsigned char *p, const unsigned char *src,
-                                     Py_ssize_t n) noexcept nogil:
+cdef inline unsigned char *put_nullable(unsigned char *p, const unsigned char *src,
+                                        Py_ssize_t n) noexcept nogil:
     p = put_varint(p, n)
-    memcpy(p, src, n)
-    return p + n
+    if n > 0:
+        memcpy(p, src, n)
+        p += n
+    return p
+
+
+cdef inline Py_ssize_t record_head_size(int64_t timestamp_delta, int32_t offset_delta,
+                                        Py_ssize_t klen, Py_ssize_t vlen,
+                                        Py_ssize_t header_count) noexcept nogil:
+    """Bytes of a record after its length prefix, up to its headers."""
+    return 1 + varint_size(timestamp_delta) + varint_size(offset_delta) + nullable_size(klen) \
+        + nullable_size(vlen) + varint_size(header_count)
+
+
+cdef inline unsigned char *put_record_head(unsigned char *p, Py_ssize_t body_size,
+                                           int64_t timestamp_delta, int32_t offset_delta,
+                                           const unsigned char *k, Py_ssize_t klen,
+                                           const unsigned char *v, Py_ssize_t vlen,
+                                           Py_ssize_t header_count) noexcept nogil:
+    """A record's length prefix and fields up to headerCount; the headers follow."""
+    p = put_varint(p, body_size)
+    p[0] = 0  # attributes
+    p = put_varint(p + 1, timestamp_delta)
+    p = put_varint(p, offset_delta)
+    p = put_nullable(p, k, klen)
+    p = put_nullable(p, v, vlen)
+    return put_varint(p, header_count)
+
+
+cdef inline const unsigned char *bytes_of(object b, Py_ssize_t *n) except? NULL:
+    """Data and length of bytes or None (length -1); TypeError for anything else."""
+    cdef bytes data
+    if b is None:
+        n[0] = -1
+        return NULL
+    data = <bytes?>b
+    n[0] = len(data)
+    return <const unsigned char *>PyBytes_AS_STRING(data)
+
+
+def encode_records(records):
+    """The uncompressed records section of `records`: (key, value, timestamp_delta,
+    headers) each, key and value bytes or None, headers [(str or bytes, bytes or None)].
+    Offset deltas are the records' positions, 0 up."""
+    cdef Buf buf
+    cdef Py_ssize_t klen = 0, vlen = 0, hk = 0, hv = 0, body
+    cdef int32_t offset_delta = 0
+    cdef const unsigned char *k
+    cdef const unsigned char *v
+    cdef unsigned char *p
+    cdef list headers
+    buf.data = NULL
+    buf.size = buf.cap = 0
+    try:
+        for key, value, timestamp_delta, record_headers in records:
+            k = bytes_of(key, &klen)
+            v = bytes_of(value, &vlen)
+            headers = [(hkey.encode() if isinstance(hkey, str) else hkey, hvalue)
+                       for hkey, hvalue in record_headers]
+            body = record_head_size(timestamp_delta, offset_delta, klen, vlen, len(headers))
+            for hkey, hvalue in headers:
+                bytes_of(hkey, &hk)
+                bytes_of(hvalue, &hv)
+                body += nullable_size(hk) + nullable_size(hv)
+            buf_reserve(&buf, varint_size(body) + body)
+            p = put_record_head(buf.data + buf.size, body, timestamp_delta, offset_delta,
+                                k, klen, v, vlen, len(headers))
+            for hkey, hvalue in headers:
+                k = bytes_of(hkey, &hk)
+                p = put_nullable(p, k, hk)
+                v = bytes_of(hvalue, &hv)
+                p = put_nullable(p, v, hv)
+            buf.size = p - buf.data
+            offset_delta += 1
+        return PyBytes_FromStringAndSize(<char *>buf.data, buf.size)
+    finally:
+        free(buf.data)
+
+
+def frame_batch(const unsigned char[::1] section, int record_count, int64_t base_timestamp,
+                int64_t max_timestamp, *, int64_t base_offset=0, int partition_leader_epoch=-1,
+                int attributes=0, last_offset_delta=None, int64_t producer_id=-1,
+                int producer_epoch=-1, int base_sequence=-1):
+    """A whole batch: the header, `section` (the records, compressed as attributes
+    say) and the CRC. lastOffsetDelta defaults to record_count - 1."""
+    cdef Header h
+    cdef Py_ssize_t n = section.shape[0]
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, HEADER_SIZE + n)
+    cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(out)
+    h.base_offset = base_offset
+    h.partition_leader_epoch = partition_leader_epoch
+    h.magic = 2
+    h.attributes = <int16_t>attributes
+    h.last_offset_delta = record_count - 1 if last_offset_delta is None else last_offset_delta
+    h.base_timestamp = base_timestamp
+    h.max_timestamp = max_timestamp
+    h.producer_id = producer_id
+    h.producer_epoch = <int16_t>producer_epoch
+    h.base_sequence = base_sequence
+    h.record_count = record_count
+    write_header(p, &h)
+    if n > 0:
+        memcpy(p + HEADER_SIZE, &section[0], n)
+    seal_batch(p, HEADER_SIZE + n)
+    return out
 
 
 cdef class _Builder:
-    """The open batch of one partition."""
+    """The open batch of one partition (Arrow rows)."""
 
     cdef Buf buf
     cdef int32_t count
@@ -230,22 +326,21 @@ cdef class _Builder:
         return buf_reserve(&self.buf, 0)
 
     cdef bytes finish(self, int64_t timestamp):
-        cdef unsigned char *p = self.buf.data
-        cdef Py_ssize_t size = self.buf.size
-        kb_store_be64(p, 0)
-        kb_store_be32(p + 8, <uint32_t>(size - LOG_OVERHEAD))
-        kb_store_be32(p + 12, <uint32_t>-1)
-        p[16] = 2
-        kb_store_be16(p + 21, 0)
-        kb_store_be32(p + 23, <uint32_t>(self.count - 1))
-        kb_store_be64(p + 27, <uint64_t>timestamp)
-        kb_store_be64(p + 35, <uint64_t>timestamp)
-        kb_store_be64(p + 43, <uint64_t>-1)
-        kb_store_be16(p + 51, <unsigned short>0xFFFF)
-        kb_store_be32(p + 53, <uint32_t>-1)
-        kb_store_be32(p + 57, <uint32_t>self.count)
-        kb_store_be32(p + 17, crc32c_update(0, p + 21, size - 21))
-        out = PyBytes_FromStringAndSize(<char *>p, size)
+        cdef Header h
+        h.base_offset = 0
+        h.partition_leader_epoch = -1
+        h.magic = 2
+        h.attributes = 0
+        h.last_offset_delta = self.count - 1
+        h.base_timestamp = timestamp
+        h.max_timestamp = timestamp
+        h.producer_id = -1
+        h.producer_epoch = -1
+        h.base_sequence = -1
+        h.record_count = self.count
+        write_header(self.buf.data, &h)
+        seal_batch(self.buf.data, self.buf.size)
+        out = PyBytes_FromStringAndSize(<char *>self.buf.data, self.buf.size)
         self.buf.size = 0
         self.count = 0
         return out
@@ -316,18 +411,17 @@ def encode_batches(Py_ssize_t num_rows, BinaryColumn keys, BinaryColumn values,
 
 cdef Py_ssize_t _body_size(int32_t offset_delta, Py_ssize_t klen, Py_ssize_t vlen,
                            HeadersColumn headers, Py_ssize_t h0, Py_ssize_t h1):
-    """Bytes of one record after its length prefix."""
+    """Bytes of one Arrow row's record after its length prefix."""
     cdef Py_ssize_t body, h, hk, hv
-    body = 2 + varint_size(offset_delta) + varint_size(klen) + (klen if klen > 0 else 0) \
-        + varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(h1 - h0)
+    body = record_head_size(0, offset_delta, klen, vlen, h1 - h0)
     for h in range(h0, h1):
         headers.keys.value(h, &hk)
-        body += varint_size(hk) + hk
+        body += nullable_size(hk)
         if headers.values.is_null(h):
-            body += 1
+            body += nullable_size(-1)
         else:
             headers.values.value(h, &hv)
-            body += varint_size(hv) + hv
+            body += nullable_size(hv)
     return body
 
 
@@ -341,29 +435,18 @@ cdef unsigned char *_put_record(unsigned char *p, int32_t offset_delta,
                                 const unsigned char *k, Py_ssize_t klen,
                                 const unsigned char *v, Py_ssize_t vlen,
                                 HeadersColumn headers, Py_ssize_t h0, Py_ssize_t h1):
-    """Write one record, its length prefix first."""
+    """Write one Arrow row's record, its length prefix first."""
     cdef Py_ssize_t h, hk, hv
     cdef const unsigned char *hkp
     cdef const unsigned char *hvp
-    p = put_varint(p, _body_size(offset_delta, klen, vlen, headers, h0, h1))
-    p[0] = 0  # attributes
-    p[1] = 0  # timestamp delta (varlong 0)
-    p = put_varint(p + 2, offset_delta)
-    if klen < 0:
-        p = put_varint(p, -1)
-    else:
-        p = put_bytes(p, k, klen)
-    if vlen < 0:
-        p = put_varint(p, -1)
-    else:
-        p = put_bytes(p, v, vlen)
-    p = put_varint(p, h1 - h0)
+    p = put_record_head(p, _body_size(offset_delta, klen, vlen, headers, h0, h1), 0,
+                        offset_delta, k, klen, v, vlen, h1 - h0)
     for h in range(h0, h1):
         hkp = headers.keys.value(h, &hk)
-        p = put_bytes(p, hkp, hk)
+        p = put_nullable(p, hkp, hk)
         if headers.values.is_null(h):
-            p = put_varint(p, -1)
+            p = put_nullable(p, NULL, -1)
         else:
             hvp = headers.values.value(h, &hv)
-            p = put_bytes(p, hvp, hv)
+            p = put_nullable(p, hvp, hv)
     return p

@@ -1,8 +1,13 @@
-# The record batch v2 layout and inline readers, shared by cimport with other core
-# modules (layout table: see the top of records.pyx). Everything here is inline or a
-# constant, so a module cimporting it needs no runtime link to kbroker._core.records:
+# The record batch v2 layout: its one definition (the table at the top of records.pyx
+# describes it; Python reads it through kbroker.records.batch_header, which takes the
+# positions and the header parser from records.pyx). Inline readers and writers of
+# the header and of zigzag varints, shared by cimport with the other core modules.
+# Everything here is inline or a constant, so a module cimporting it needs no runtime
+# link to kbroker._core.records (only to crc32c, for seal_batch):
 #   from kbroker._core.records cimport Header, read_header, read_varlong, HEADER_SIZE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
+
+from kbroker._core.crc32c cimport crc32c_update
 
 
 cdef extern from "kb_endian.h" nogil:
@@ -36,10 +41,39 @@ cdef enum:
     TIMESTAMP_TYPE_BIT = 0x08
     TRANSACTIONAL_BIT = 0x10
     CONTROL_BIT = 0x20
+    DELETE_HORIZON_BIT = 0x40
 
+
+# Zigzag varints (protobuf sint32/sint64): v >= 0 -> 2v, v < 0 -> -2v - 1, then LEB128
+# (7 bits a byte, least significant first, high bit set on all but the last byte).
 
 cdef inline int64_t zigzag(uint64_t v) noexcept nogil:
     return <int64_t>(v >> 1) ^ -<int64_t>(v & 1)
+
+
+cdef inline uint64_t unzigzag(int64_t v) noexcept nogil:
+    return (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+
+
+cdef inline int varint_size(int64_t v) noexcept nogil:
+    """Bytes put_varint writes for v."""
+    cdef uint64_t u = unzigzag(v)
+    cdef int n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+cdef inline unsigned char *put_varint(unsigned char *p, int64_t v) noexcept nogil:
+    """Write v as a zigzag varint at p; returns the byte after it."""
+    cdef uint64_t u = unzigzag(v)
+    while u >= 0x80:
+        p[0] = <unsigned char>((u & 0x7F) | 0x80)
+        p += 1
+        u >>= 7
+    p[0] = <unsigned char>u
+    return p + 1
 
 
 cdef inline int read_varlong(const unsigned char **pp, const unsigned char *end,
@@ -62,6 +96,50 @@ cdef inline int read_varlong(const unsigned char **pp, const unsigned char *end,
             return 0
         shift += 7
     return -1
+
+
+cdef inline int read_bytes(const unsigned char **pp, const unsigned char *end,
+                           const unsigned char **data, int64_t *length) noexcept nogil:
+    """A varint length (-1: null) and that many bytes; 0 on success, -1 if malformed."""
+    if read_varlong(pp, end, 5, length) != 0 or length[0] < -1 or length[0] > end - pp[0]:
+        return -1
+    data[0] = pp[0]
+    if length[0] > 0:
+        pp[0] += length[0]
+    return 0
+
+
+cdef struct Record:
+    int64_t timestamp_delta
+    int64_t offset_delta
+    const unsigned char *key
+    int64_t key_length             # -1: null
+    const unsigned char *value
+    int64_t value_length           # -1: null
+    int64_t header_count
+    const unsigned char *headers   # the first header: key (read_bytes, not null) | value (read_bytes)
+    const unsigned char *end       # the byte after the record
+
+
+cdef inline int read_record(const unsigned char **pp, const unsigned char *end,
+                            Record *r) noexcept nogil:
+    """The record at pp[0], length prefix first; pp[0] moves past it. 0, or -1 if malformed."""
+    cdef int64_t length
+    cdef const unsigned char *q
+    if read_varlong(pp, end, 5, &length) != 0 or length < 6 or length > end - pp[0]:
+        return -1
+    q = pp[0] + 1  # record attributes: unused in v2
+    r.end = pp[0] + length
+    if (read_varlong(&q, r.end, 10, &r.timestamp_delta) != 0
+            or read_varlong(&q, r.end, 5, &r.offset_delta) != 0
+            or read_bytes(&q, r.end, &r.key, &r.key_length) != 0
+            or read_bytes(&q, r.end, &r.value, &r.value_length) != 0
+            or read_varlong(&q, r.end, 5, &r.header_count) != 0
+            or r.header_count < 0 or r.header_count > r.end - q):
+        return -1
+    r.headers = q
+    pp[0] = r.end
+    return 0
 
 
 cdef struct Header:
@@ -94,3 +172,24 @@ cdef inline void read_header(const unsigned char *p, Header *h) noexcept nogil:
     h.producer_epoch = <int16_t>kb_load_be16(p + PRODUCER_EPOCH_POS)
     h.base_sequence = <int32_t>kb_load_be32(p + BASE_SEQUENCE_POS)
     h.record_count = <int32_t>kb_load_be32(p + RECORD_COUNT_POS)
+
+
+cdef inline void write_header(unsigned char *p, const Header *h) noexcept nogil:
+    """Every header field but batchLength and crc, which seal_batch writes last."""
+    kb_store_be64(p + BASE_OFFSET_POS, <uint64_t>h.base_offset)
+    kb_store_be32(p + PARTITION_LEADER_EPOCH_POS, <uint32_t>h.partition_leader_epoch)
+    p[MAGIC_POS] = <unsigned char>h.magic
+    kb_store_be16(p + ATTRIBUTES_POS, <uint16_t>h.attributes)
+    kb_store_be32(p + LAST_OFFSET_DELTA_POS, <uint32_t>h.last_offset_delta)
+    kb_store_be64(p + BASE_TIMESTAMP_POS, <uint64_t>h.base_timestamp)
+    kb_store_be64(p + MAX_TIMESTAMP_POS, <uint64_t>h.max_timestamp)
+    kb_store_be64(p + PRODUCER_ID_POS, <uint64_t>h.producer_id)
+    kb_store_be16(p + PRODUCER_EPOCH_POS, <uint16_t>h.producer_epoch)
+    kb_store_be32(p + BASE_SEQUENCE_POS, <uint32_t>h.base_sequence)
+    kb_store_be32(p + RECORD_COUNT_POS, <uint32_t>h.record_count)
+
+
+cdef inline void seal_batch(unsigned char *p, int64_t size) noexcept nogil:
+    """Set batchLength from the batch's size and the CRC-32C of attributes..end."""
+    kb_store_be32(p + LENGTH_POS, <uint32_t>(size - LOG_OVERHEAD))
+    kb_store_be32(p + CRC_POS, crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS))

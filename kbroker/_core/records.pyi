@@ -2,11 +2,7 @@
 
 from kbroker.common.error_code import ErrorCode
 
-RECORD_BATCH_OVERHEAD: int
-BATCH_LOG_OVERHEAD: int
-MAGIC_OFFSET: int
-CRC_OFFSET: int
-ATTRIBUTES_OFFSET: int
+BATCH_LAYOUT: dict[str, int]
 
 class RecordValidationError(Exception):
     error_code: ErrorCode
@@ -82,3 +78,9 @@ def scan_headers(fd: int, start_position: int, end_position: int) -> tuple[int, 
 def assign_offsets_pieces(
     buf: object, base_offset: int, partition_leader_epoch: int
 ) -> tuple[list[bytes | memoryview], int]: ...
+def read_batch_header(
+    buf: object, position: int = ...
+) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]: ...
+def decode_records(
+    section: object, count: int
+) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]: ...

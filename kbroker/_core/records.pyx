@@ -35,10 +35,10 @@ the Python boundary.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memcpy, memset
 from posix.unistd cimport pread
-
-from kbroker._core.crc32c cimport crc32c_update
 
 from kbroker.common.errors import KafkaError
 from kbroker.common.error_code import ErrorCode
@@ -46,12 +46,29 @@ from kbroker.common.error_code import ErrorCode
 
 cdef int64_t INT64_MAX_ = 0x7FFFFFFFFFFFFFFF
 
-# Python-visible copies of the layout constants.
-RECORD_BATCH_OVERHEAD = HEADER_SIZE
-BATCH_LOG_OVERHEAD = LOG_OVERHEAD
-MAGIC_OFFSET = MAGIC_POS
-CRC_OFFSET = CRC_POS
-ATTRIBUTES_OFFSET = ATTRIBUTES_POS
+# The layout of records.pxd as Python sees it (kbroker.records.batch_header reads it).
+BATCH_LAYOUT = {
+    "BASE_OFFSET_POS": BASE_OFFSET_POS,
+    "LENGTH_POS": LENGTH_POS,
+    "PARTITION_LEADER_EPOCH_POS": PARTITION_LEADER_EPOCH_POS,
+    "MAGIC_POS": MAGIC_POS,
+    "CRC_POS": CRC_POS,
+    "ATTRIBUTES_POS": ATTRIBUTES_POS,
+    "LAST_OFFSET_DELTA_POS": LAST_OFFSET_DELTA_POS,
+    "BASE_TIMESTAMP_POS": BASE_TIMESTAMP_POS,
+    "MAX_TIMESTAMP_POS": MAX_TIMESTAMP_POS,
+    "PRODUCER_ID_POS": PRODUCER_ID_POS,
+    "PRODUCER_EPOCH_POS": PRODUCER_EPOCH_POS,
+    "BASE_SEQUENCE_POS": BASE_SEQUENCE_POS,
+    "RECORD_COUNT_POS": RECORD_COUNT_POS,
+    "HEADER_SIZE": HEADER_SIZE,
+    "LOG_OVERHEAD": LOG_OVERHEAD,
+    "CODEC_MASK": CODEC_MASK,
+    "TIMESTAMP_TYPE_BIT": TIMESTAMP_TYPE_BIT,
+    "TRANSACTIONAL_BIT": TRANSACTIONAL_BIT,
+    "CONTROL_BIT": CONTROL_BIT,
+    "DELETE_HORIZON_BIT": DELETE_HORIZON_BIT,
+}
 
 # Statuses of the nogil walkers.
 cdef enum Status:
@@ -378,7 +395,7 @@ def assign_offsets(unsigned char[::1] buf, long long base_offset, int partition_
                 attrs = kb_load_be16(p + ATTRIBUTES_POS) | TIMESTAMP_TYPE_BIT
                 kb_store_be16(p + ATTRIBUTES_POS, attrs)
                 kb_store_be64(p + MAX_TIMESTAMP_POS, <uint64_t>log_append_time)
-                kb_store_be32(p + CRC_POS, crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS))
+                seal_batch(p, size)
             next_offset += <int64_t>last_delta + 1
             pos += size
     if pos != n:
@@ -675,3 +692,67 @@ def assign_offsets_pieces(buf, long long base_offset, int partition_leader_epoch
     if pos != n:
         raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "payload not validated", pos)
     return pieces, next_offset - 1
+
+
+# ---------------------------------------------------------------------------------------
+# Headers and records as Python values, for the slow paths (producer state, the
+# coordinator's loading, compaction, tests): one call per batch.
+
+def read_batch_header(const unsigned char[::1] buf, Py_ssize_t position=0):
+    """The 13 header fields of the batch at `position`, in layout order."""
+    cdef Header h
+    if position < 0 or buf.shape[0] - position < HEADER_SIZE:
+        raise ValueError(f"a batch header is {HEADER_SIZE} bytes; {buf.shape[0] - position} "
+                         f"at position {position}")
+    read_header(&buf[0] + position, &h)
+    return (h.base_offset, h.batch_length, h.partition_leader_epoch, h.magic, h.crc,
+            h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp,
+            h.producer_id, h.producer_epoch, h.base_sequence, h.record_count)
+
+
+cdef object _bytes_or_none(const unsigned char *data, int64_t length):
+    if length < 0:
+        return None
+    return PyBytes_FromStringAndSize(<const char *>data, length)
+
+
+cdef list _record_headers(const Record *r):
+    """[(key, value)] of a record (keys UTF-8); None when a header is malformed."""
+    cdef const unsigned char *p = r.headers
+    cdef const unsigned char *key = NULL
+    cdef const unsigned char *value = NULL
+    cdef int64_t key_length = -1, value_length = -1, i
+    cdef list out = []
+    for i in range(r.header_count):
+        if (read_bytes(&p, r.end, &key, &key_length) != 0 or key_length < 0
+                or read_bytes(&p, r.end, &value, &value_length) != 0):
+            return None
+        out.append((PyUnicode_DecodeUTF8(<const char *>key, key_length, "replace"),
+                    _bytes_or_none(value, value_length)))
+    if p != r.end:
+        return None
+    return out
+
+
+def decode_records(const unsigned char[::1] section, int count):
+    """[(offset_delta, timestamp_delta, key, value, [(header_key, header_value)])] of the
+    `count` records of an uncompressed records section (RecordValidationError if malformed)."""
+    cdef int64_t n = section.shape[0]
+    cdef const unsigned char *p = &section[0] if n > 0 else NULL
+    cdef const unsigned char *start = p
+    cdef const unsigned char *end = p + n
+    cdef Record r
+    cdef list out = []
+    cdef list headers
+    cdef int i
+    memset(&r, 0, sizeof(r))
+    for i in range(count):
+        headers = None
+        if read_record(&p, end, &r) == 0:
+            headers = _record_headers(&r)
+        if headers is None:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"malformed record {i}",
+                                        p - start)
+        out.append((r.offset_delta, r.timestamp_delta, _bytes_or_none(r.key, r.key_length),
+                    _bytes_or_none(r.value, r.value_length), headers))
+    return out

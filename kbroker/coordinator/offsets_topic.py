@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from kbroker.coordinator.batch_builder import build_batch
+from kbroker.records.builder import build_batch
 from kbroker.records.record_iter import iter_batches
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,8 @@ class OffsetsTopic:
         plog = self.broker.get_log(GROUP_METADATA_TOPIC_NAME, partition)
         if plog is None:
             raise RuntimeError(f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no log")
-        plog.append_as_leader(build_batch(records, self.broker.time.milliseconds()), leader_epoch=0)
+        batch = build_batch([(key, value, 0, ()) for key, value in records], self.broker.time.milliseconds())
+        plog.append_as_leader(batch, leader_epoch=0)
         self.broker.append_notifier.notify(plog.topic_partition)
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:

@@ -7,7 +7,6 @@ Wire formats (all integers big-endian):
     float64                    IEEE 754 double, 8 bytes
     boolean                    int8, 0 = false, anything else = true
     uvarint                    unsigned LEB128, at most 5 bytes (32 bits)
-    varint / varlong           zigzag-encoded LEB128, at most 5 / 10 bytes
     uuid                       16 bytes
     string                     int16 length N, N bytes of UTF-8 (nullable: N = -1 is null)
     compact_string             uvarint N+1, N bytes of UTF-8 (nullable: 0 is null)
@@ -178,40 +177,6 @@ class Reader:
             raise DecodeError(f"unsigned varint out of range at {self.pos}")
         self.pos = pos + 1
         return value
-
-    def _uvarlong(self, max_bytes: int) -> int:
-        buf = self.buf
-        pos = self.pos
-        value = 0
-        shift = 0
-        try:
-            while True:
-                b = buf[pos]
-                pos += 1
-                value |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-                if shift >= 7 * max_bytes:
-                    raise DecodeError(f"varint longer than {max_bytes} bytes at {self.pos}")
-        except IndexError:
-            raise DecodeError(f"truncated varint at {self.pos}") from None
-        self.pos = pos
-        return value
-
-    def varint(self) -> int:
-        """Zigzag-encoded signed 32-bit varint."""
-        value = self._uvarlong(5)
-        if value > 0xFFFFFFFF:
-            raise DecodeError("varint out of range")
-        return (value >> 1) ^ -(value & 1)
-
-    def varlong(self) -> int:
-        """Zigzag-encoded signed 64-bit varint."""
-        value = self._uvarlong(10)
-        if value > 0xFFFFFFFFFFFFFFFF:
-            raise DecodeError("varlong out of range")
-        return (value >> 1) ^ -(value & 1)
 
     # strings
 
@@ -425,12 +390,6 @@ class Writer:
             buf.append((v & 0x7F) | 0x80)
             v >>= 7
         buf.append(v)
-
-    def varint(self, v: int) -> None:
-        self._uvarlong(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
-
-    def varlong(self, v: int) -> None:
-        self._uvarlong(((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
     # strings
 

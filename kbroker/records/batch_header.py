@@ -1,29 +1,36 @@
 """The 61-byte record batch v2 header as a small Python object (per-batch uses only).
 
-Layout (big-endian), as documented in kbroker/_core/records.pyx:
+The layout has one definition, kbroker/_core/records.pxd (its table is at the top of
+records.pyx): the positions and attribute bits below are read from the core, and
+BatchHeader.parse is the core's header reader. BatchHeader names its fields in
+layout order:
 
-    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 |
-    crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 |
-    maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32 |
-    recordCount int32
+    baseOffset | batchLength | partitionLeaderEpoch | magic | crc | attributes |
+    lastOffsetDelta | baseTimestamp | maxTimestamp | producerId | producerEpoch |
+    baseSequence | recordCount
 
 For producer state and tests; the append and fetch paths never build one per batch.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength
+from kbroker._core.records import BATCH_LAYOUT, read_batch_header
 
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_BIT = 0x08
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
-DELETE_HORIZON_BIT = 0x40
+BASE_OFFSET_POS = BATCH_LAYOUT["BASE_OFFSET_POS"]
+LENGTH_POS = BATCH_LAYOUT["LENGTH_POS"]
+MAGIC_POS = BATCH_LAYOUT["MAGIC_POS"]
+CRC_POS = BATCH_LAYOUT["CRC_POS"]
+ATTRIBUTES_POS = BATCH_LAYOUT["ATTRIBUTES_POS"]
+HEADER_SIZE = BATCH_LAYOUT["HEADER_SIZE"]  # 61
+LOG_OVERHEAD = BATCH_LAYOUT["LOG_OVERHEAD"]  # baseOffset + batchLength
+
+CODEC_MASK = BATCH_LAYOUT["CODEC_MASK"]
+TIMESTAMP_TYPE_BIT = BATCH_LAYOUT["TIMESTAMP_TYPE_BIT"]
+TRANSACTIONAL_BIT = BATCH_LAYOUT["TRANSACTIONAL_BIT"]
+CONTROL_BIT = BATCH_LAYOUT["CONTROL_BIT"]
+DELETE_HORIZON_BIT = BATCH_LAYOUT["DELETE_HORIZON_BIT"]
 
 
 class BatchHeader(NamedTuple):
@@ -43,7 +50,7 @@ class BatchHeader(NamedTuple):
 
     @classmethod
     def parse(cls, buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
-        return cls._make(HEADER.unpack_from(buf, position))
+        return cls._make(read_batch_header(buf, position))
 
     @property
     def size_in_bytes(self) -> int:

@@ -1,4 +1,4 @@
-"""Decode records of v2 batches in Python: for tests, compaction and rare lookups.
+"""Decode records of v2 batches to Python values: for tests, compaction and rare lookups.
 
 One record (inside the possibly compressed records section of a batch):
 
@@ -7,7 +7,8 @@ One record (inside the possibly compressed records section of a batch):
     headerCount varint | (headerKeyLength varint | headerKey | headerValueLength varint |
     headerValue) * headerCount
 
-Varints are zigzag-encoded. Slow by design: the broker's hot paths never decode records.
+Varints are zigzag-encoded; the core reads them (kbroker._core.records.decode_records,
+one call per batch). Slow by design: the broker's hot paths never decode records.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from kbroker._core.records import decode_records
 from kbroker.records import compression
-from kbroker.records.batch_header import HEADER_SIZE, BatchHeader
+from kbroker.records.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 
 
 class Record(NamedTuple):
@@ -25,25 +27,6 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (v >> 1) ^ -(v & 1), pos
-        shift += 7
-
-
-def _varbytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _varint(buf, pos)
-    if n < 0:
-        return None, pos
-    return buf[pos : pos + n], pos + n
 
 
 class Batch:
@@ -59,25 +42,10 @@ class Batch:
 
     def records(self) -> Iterator[Record]:
         h = self.header
-        buf = self.records_section()
-        pos = 0
-        for _ in range(h.record_count):
-            length, pos = _varint(buf, pos)
-            end = pos + length
-            p = pos + 1
-            ts_delta, p = _varint(buf, p)
-            offset_delta, p = _varint(buf, p)
-            key, p = _varbytes(buf, p)
-            value, p = _varbytes(buf, p)
-            n_headers, p = _varint(buf, p)
-            headers = []
-            for _ in range(n_headers):
-                hk, p = _varbytes(buf, p)
-                hv, p = _varbytes(buf, p)
-                headers.append(((hk or b"").decode(), hv))
+        for offset_delta, ts_delta, key, value, headers in decode_records(self.records_section(),
+                                                                          h.record_count):
             ts = h.max_timestamp if h.is_log_append_time else h.base_timestamp + ts_delta
             yield Record(h.base_offset + offset_delta, ts, key, value, headers)
-            pos = end
 
 
 def iter_batches(data: bytes | bytearray | memoryview) -> Iterator[Batch]:
@@ -86,7 +54,7 @@ def iter_batches(data: bytes | bytearray | memoryview) -> Iterator[Batch]:
     pos = 0
     while pos + HEADER_SIZE <= len(buf):
         header = BatchHeader.parse(buf, pos)
-        if header.batch_length < HEADER_SIZE - 12 or pos + header.size_in_bytes > len(buf):
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size_in_bytes > len(buf):
             return
         yield Batch(buf, pos)
         pos += header.size_in_bytes

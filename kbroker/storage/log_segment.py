@@ -26,7 +26,7 @@ import os
 
 from kbroker._core import records as _records
 from kbroker.records import compression
-from kbroker.records.batch_header import HEADER_SIZE, BatchHeader
+from kbroker.records.batch_header import HEADER_SIZE, MAGIC_POS, BatchHeader
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.storage.errors import CorruptIndexError, KafkaStorageError
 from kbroker.storage.offset_index import OffsetIndex
@@ -141,7 +141,7 @@ class LogSegment:
         for slot in {0, index.entries - 1} if index.entries else ():
             offset, position = index.entry(slot)
             header = os.pread(self.fd, HEADER_SIZE, position)
-            if len(header) < HEADER_SIZE or header[16] != 2 or BatchHeader.parse(header).base_offset > offset:
+            if len(header) < HEADER_SIZE or header[MAGIC_POS] != 2 or BatchHeader.parse(header).base_offset > offset:
                 raise CorruptIndexError(f"{index.path}: entry {slot} does not point at a batch")
 
     def _checked(self) -> None:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from kbroker._core.crc32c import crc32c
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
-from kbroker.records.batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from kbroker.records.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from kbroker.utils.atomic_file import write_atomically
 
 if TYPE_CHECKING:
@@ -331,7 +331,7 @@ def _log_headers(plog: Any, start: int, end: int) -> Iterator[BatchHeader]:
             raw = os.pread(seg.fd, HEADER_SIZE, position)
             if len(raw) < HEADER_SIZE:
                 return
-            h = BatchHeader._make(HEADER.unpack_from(raw, 0))
+            h = BatchHeader.parse(raw)
             if h.batch_length + LOG_OVERHEAD < HEADER_SIZE or h.base_offset >= end:
                 return
             if h.next_offset > start:
