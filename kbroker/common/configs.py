@@ -1,0 +1,384 @@
+"""The one table of configuration keys: every broker key (server.properties) and every
+topic key, as Kafka defines them (type, default, validator, documentation, a broker
+key's update mode, a topic key's broker synonyms).
+
+BrokerConfig (kbroker.config) and LogConfig (kbroker.storage.log_config) are built
+from it; DescribeConfigs, AlterConfigs validation and `kbroker serve --help-config`
+read it. Defaults are Kafka 3.9's except where a comment says why kbroker differs.
+
+A topic key that takes its default from one broker key is defined once, with that
+key (`_log_config`): type, default and validator are the same for both. A topic key
+without a broker synonym is topic-only (as Kafka's replication throttles and tiered
+storage keys).
+
+Keys Kafka has that only tune what kbroker does not have (thread pools, socket
+buffers, the log cleaner) are in ACCEPTED_WITHOUT_EFFECT with the reason: accepted
+from server.properties, logged at DEBUG, otherwise ignored. Any other key is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbroker.common.config_def import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    Only,
+    Range,
+    ThrottledReplicas,
+    Type,
+    UpdateMode,
+    Validator,
+    all_in,
+    at_least,
+    between,
+    one_of,
+)
+
+# Kafka's /tmp/kafka-logs: where quick-starts put data, independent of the current
+# directory and never inside a source tree.
+DEFAULT_LOG_DIR = "/tmp/kbroker-logs"
+
+DEFAULT_SECURITY_PROTOCOL_MAP = (
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLEANUP_POLICIES = ("compact", "delete")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+RO, PER_BROKER, CLUSTER_WIDE = UpdateMode.READ_ONLY, UpdateMode.PER_BROKER, UpdateMode.CLUSTER_WIDE
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = (
+    Type.BOOLEAN, Type.STRING, Type.INT, Type.SHORT, Type.LONG, Type.DOUBLE, Type.LIST,
+)
+
+
+def _key(name: str, type_: Type, default: Any, validator: Validator | None, doc: str,
+         update_mode: UpdateMode = RO) -> ConfigKey:
+    return ConfigKey(name, type_, default, validator, doc, update_mode)
+
+
+def _log_config(broker: str, topic: str, type_: Type, default: Any, validator: Validator | None,
+                doc: str, update_mode: UpdateMode = CLUSTER_WIDE) -> tuple[ConfigKey, ConfigKey]:
+    """A topic key and the broker key that supplies its default, defined together."""
+    return (
+        ConfigKey(broker, type_, default, validator, f"{doc} The default of the topic config "
+                  f"{topic}.", update_mode),
+        ConfigKey(topic, type_, default, validator, doc, synonyms=(broker,)),
+    )
+
+
+_SERVER = (
+    _key("node.id", INT, None, at_least(0),
+         "This node's id (KRaft's name for broker.id). 0 when neither is set."),
+    _key("broker.id", INT, None, at_least(0), "This broker's id; must agree with node.id."),
+    _key("cluster.id", STRING, None, None,
+         "kbroker's own: the cluster id to expect in meta.properties (Kafka keeps it only "
+         "there). Unset: generated on first start, then read back."),
+    _key("broker.rack", STRING, None, None,
+         "The rack of this broker, reported in Metadata and DescribeCluster; rack-aware "
+         "replica assignment uses it in cluster mode."),
+    _key("listeners", LIST, ("PLAINTEXT://127.0.0.1:9092",), None,
+         "NAME://host:port to listen on, comma-separated. Every listener must map to "
+         "PLAINTEXT in listener.security.protocol.map; KRaft controller listeners "
+         "(controller.listener.names) are dropped. Port 0 picks a free port.", PER_BROKER),
+    _key("advertised.listeners", LIST, None, None,
+         "The NAME://host:port clients are told to connect to, per listener name; unset: "
+         "the listeners themselves.", PER_BROKER),
+    _key("listener.security.protocol.map", STRING, DEFAULT_SECURITY_PROTOCOL_MAP, None,
+         "NAME:PROTOCOL pairs mapping listener names to security protocols; kbroker "
+         "serves PLAINTEXT only.", PER_BROKER),
+    _key("controller.listener.names", STRING, None, None,
+         "The KRaft controller listeners: kbroker joins no controller quorum and does "
+         "not listen on them."),
+    _key("inter.broker.listener.name", STRING, None, None,
+         "The listener brokers use to talk to each other (cluster mode); unset: the one "
+         "security.inter.broker.protocol names."),
+    _key("security.inter.broker.protocol", STRING, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS),
+         "The security protocol between brokers (cluster mode); not to be set together "
+         "with inter.broker.listener.name."),
+    _key("socket.request.max.bytes", INT, 104857600, at_least(1),
+         "The largest request the broker reads; a larger one closes the connection."),
+    _key("connections.max.idle.ms", LONG, 600000, at_least(-1),
+         "Close connections idle this long (-1: never)."),
+    _key("max.connections", INT, INT_MAX, at_least(0),
+         "The most connections the broker keeps open; further ones are closed on accept.",
+         CLUSTER_WIDE),
+    _key("queued.max.requests", INT, 500, at_least(1),
+         "The most requests held unanswered over all connections before the broker "
+         "stops reading from sockets."),
+    _key("queued.max.request.bytes", LONG, -1, at_least(-1),
+         "The most bytes of requests held unanswered (-1: no bound); otherwise at least "
+         "socket.request.max.bytes."),
+    _key("request.timeout.ms", INT, 30000, None,
+         "How long the broker waits for another broker to answer (cluster mode)."),
+)
+
+_TOPICS = (
+    _key("num.partitions", INT, 1, at_least(1),
+         "The partition count of a topic created without one (auto-created or -1)."),
+    _key("default.replication.factor", INT, 1, at_least(1),
+         "The replication factor of a topic created without one."),
+    _key("auto.create.topics.enable", BOOLEAN, True, None,
+         "Create a topic when a client asks Metadata for one that does not exist."),
+    _key("delete.topic.enable", BOOLEAN, True, None,
+         "Whether DeleteTopics may delete topics (false: TOPIC_DELETION_DISABLED)."),
+    _key("max.broker.partitions", INT, INT_MAX, at_least(0),
+         "The most partitions this broker holds; creations beyond it fail with "
+         "POLICY_VIOLATION (KIP-578)."),
+)
+
+_LOG = (
+    _key("log.dirs", STRING, None, None,
+         "The data directories, comma-separated; unset: log.dir."),
+    _key("log.dir", STRING, DEFAULT_LOG_DIR, None,
+         "The data directory when log.dirs is unset (Kafka's default is /tmp/kafka-logs)."),
+    _key("log.retention.ms", LONG, None, at_least(-1),
+         "How long to keep a segment (-1: forever); wins over log.retention.minutes and "
+         "log.retention.hours. The default of the topic config retention.ms.", CLUSTER_WIDE),
+    _key("log.retention.minutes", INT, None, at_least(-1),
+         "log.retention.ms in minutes; wins over log.retention.hours.", CLUSTER_WIDE),
+    _key("log.retention.hours", INT, 168, at_least(-1),
+         "log.retention.ms in hours, when neither it nor log.retention.minutes is set.",
+         CLUSTER_WIDE),
+    _key("log.roll.ms", LONG, None, at_least(1),
+         "Roll a new segment after this long; wins over log.roll.hours. The default of the "
+         "topic config segment.ms.", CLUSTER_WIDE),
+    _key("log.roll.hours", INT, 168, at_least(1),
+         "log.roll.ms in hours, when it is not set.", CLUSTER_WIDE),
+    _key("log.retention.check.interval.ms", LONG, 300000, at_least(1),
+         "How often the broker deletes segments past retention."),
+    # Kafka's minimum is 0, which would write the checkpoints without pause.
+    _key("log.flush.offset.checkpoint.interval.ms", INT, 60000, at_least(1),
+         "How often the recovery points and log start offsets are checkpointed."),
+    _key("num.recovery.threads.per.data.dir", INT, 1, at_least(1),
+         "Threads per data directory that load logs at startup and recover them after an "
+         "unclean shutdown.", CLUSTER_WIDE),
+    _key("log.open.segment.files.max", INT, -1, at_least(-1),
+         "kbroker's own (Kafka keeps every segment open): segments holding an open .log "
+         "and mapped indexes at once, least recently used closed first; -1: half the "
+         "open-file limit."),
+)
+
+_LOG_CONFIGS = (
+    _log_config("log.cleanup.policy", "cleanup.policy", LIST, ("delete",),
+                all_in(*CLEANUP_POLICIES),
+                "delete: drop old segments by time or size; compact: keep the latest record "
+                "per key. A list: both may be given. kbroker does not compact yet: a compact "
+                "topic keeps every record (compact,delete still applies retention)."),
+    _log_config("compression.type", "compression.type", STRING, "producer",
+                one_of(*COMPRESSION_TYPES),
+                "The codec batches are stored with; producer keeps the producer's codec."),
+    _log_config("compression.gzip.level", "compression.gzip.level", INT, -1,
+                Range(1, 9, also=(-1,)),
+                "The gzip level used when compression.type is gzip (-1: the codec's default)."),
+    _log_config("compression.lz4.level", "compression.lz4.level", INT, 9, between(1, 17),
+                "The lz4 level used when compression.type is lz4."),
+    _log_config("compression.zstd.level", "compression.zstd.level", INT, 3,
+                between(-131072, 22),
+                "The zstd level used when compression.type is zstd."),
+    _log_config("log.cleaner.delete.retention.ms", "delete.retention.ms", LONG, 86400000,
+                at_least(0),
+                "How long delete tombstones stay readable on a compacted topic (no effect "
+                "until kbroker compacts)."),
+    _log_config("log.segment.delete.delay.ms", "file.delete.delay.ms", LONG, 60000, at_least(0),
+                "How long a deleted segment's files stay on disk before removal."),
+    _log_config("log.flush.interval.messages", "flush.messages", LONG, LONG_MAX, at_least(1),
+                "fsync the log after this many records (default: leave it to the OS)."),
+    # Kafka's default is null (then log.flush.scheduler.interval.ms, itself Long.MAX_VALUE).
+    _log_config("log.flush.interval.ms", "flush.ms", LONG, LONG_MAX, at_least(0),
+                "fsync the log when this much time has passed since the last flush."),
+    _log_config("log.index.interval.bytes", "index.interval.bytes", INT, 4096, at_least(0),
+                "Bytes of records between two entries of the offset index."),
+    _log_config("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", LONG, LONG_MAX,
+                at_least(1),
+                "The longest a record may stay uncompacted (no effect until kbroker compacts)."),
+    _log_config("message.max.bytes", "max.message.bytes", INT, 1048588, at_least(0),
+                "The largest record batch the broker accepts for a topic."),
+    _log_config("log.message.downconversion.enable", "message.downconversion.enable", BOOLEAN,
+                True, None,
+                "Whether old fetch versions get converted batches: no effect, kbroker serves "
+                "Fetch v4+ only, which read batches as stored (Kafka 4.0 removed this key)."),
+    _log_config("log.message.format.version", "message.format.version", STRING, "3.0-IV1", None,
+                "Ignored since Kafka 3.0: batches are always format v2.", RO),
+    _log_config("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms", LONG,
+                LONG_MAX, at_least(0),
+                "How far a record's timestamp may lie in the future (CreateTime)."),
+    _log_config("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms", LONG,
+                LONG_MAX, at_least(0),
+                "How far a record's timestamp may lie in the past (CreateTime)."),
+    _log_config("log.message.timestamp.difference.max.ms", "message.timestamp.difference.max.ms",
+                LONG, LONG_MAX, at_least(0),
+                "Deprecated: the largest allowed timestamp skew; applies in either direction "
+                "that message.timestamp.before.max.ms / after.max.ms leave at their default."),
+    _log_config("log.message.timestamp.type", "message.timestamp.type", STRING, "CreateTime",
+                one_of(*TIMESTAMP_TYPES),
+                "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches with "
+                "the broker's time."),
+    _log_config("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", DOUBLE, 0.5,
+                between(0, 1),
+                "The dirty share of a log that triggers compaction (no effect until kbroker "
+                "compacts)."),
+    _log_config("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", LONG, 0,
+                at_least(0),
+                "The shortest a record stays uncompacted (no effect until kbroker compacts)."),
+    _log_config("min.insync.replicas", "min.insync.replicas", INT, 1, at_least(1),
+                "In-sync replicas an acks=all produce needs (a single broker has one: above 1, "
+                "acks=all gets NOT_ENOUGH_REPLICAS, as Kafka answers)."),
+    _log_config("log.preallocate", "preallocate", BOOLEAN, False,
+                Only(False, "preallocation is not implemented by kbroker"),
+                "Preallocate segment files on disk when rolling (not implemented by kbroker: "
+                "only false is accepted)."),
+    # Kafka has no validator: any negative size means no limit.
+    _log_config("log.retention.bytes", "retention.bytes", LONG, -1, None,
+                "Delete old segments while the partition is larger than this (-1: no limit)."),
+    _log_config("log.segment.bytes", "segment.bytes", INT, 1073741824, at_least(14),
+                "Roll a new segment file when the active one reaches this size."),
+    # Kafka's minimum is 4; kbroker's time index needs room for one 12-byte entry.
+    _log_config("log.index.size.max.bytes", "segment.index.bytes", INT, 10485760, at_least(12),
+                "The size of each segment's offset and time index files."),
+    _log_config("log.roll.jitter.ms", "segment.jitter.ms", LONG, 0, at_least(0),
+                "The maximum random jitter subtracted from segment.ms when a segment is "
+                "created, drawn per segment."),
+    _log_config("unclean.leader.election.enable", "unclean.leader.election.enable", BOOLEAN,
+                False, None, "Whether an out-of-sync replica may become leader (cluster mode)."),
+)
+
+_REPLICATION = (  # cluster mode (zookeeper.connect) reads these
+    _key("zookeeper.connect", STRING, None, None,
+         "host:port[,host:port...][/chroot] of the ZooKeeper ensemble; setting it turns on "
+         "cluster mode."),
+    _key("zookeeper.session.timeout.ms", INT, 18000, None, "The ZooKeeper session timeout."),
+    _key("zookeeper.connection.timeout.ms", INT, None, None,
+         "How long to wait for a ZooKeeper connection; unset: zookeeper.session.timeout.ms."),
+    _key("replica.lag.time.max.ms", LONG, 30000, None,
+         "A follower that has not caught up with the leader's log end for this long leaves "
+         "the ISR."),
+    _key("replica.socket.timeout.ms", INT, 30000, None,
+         "The socket timeout of a follower's fetch requests; at least replica.fetch.wait.max.ms."),
+    _key("replica.fetch.max.bytes", INT, 1048576, at_least(0),
+         "Bytes a follower asks per partition in one fetch (a larger first batch still comes)."),
+    _key("replica.fetch.wait.max.ms", INT, 500, None,
+         "How long a follower's fetch may wait at the leader for replica.fetch.min.bytes."),
+    _key("replica.fetch.min.bytes", INT, 1, None,
+         "Bytes a follower's fetch waits for at the leader."),
+    _key("replica.fetch.backoff.ms", INT, 1000, at_least(0),
+         "How long a follower sleeps after a fetch error."),
+    _key("num.replica.fetchers", INT, 1, None,
+         "Fetcher threads per source broker replicating its partitions.", CLUSTER_WIDE),
+    _key("auto.leader.rebalance.enable", BOOLEAN, True, None,
+         "The controller moves leadership back to preferred replicas in the background."),
+    _key("leader.imbalance.check.interval.seconds", LONG, 300, at_least(1),
+         "How often the controller checks leader balance."),
+    _key("leader.imbalance.per.broker.percentage", INT, 10, None,
+         "The share of non-preferred leaders per broker that triggers a rebalance."),
+    _key("controlled.shutdown.enable", BOOLEAN, True, None,
+         "Hand leadership over to other brokers before shutting down."),
+    _key("controlled.shutdown.max.retries", INT, 3, None,
+         "Attempts at a controlled shutdown before an unclean one."),
+    _key("controlled.shutdown.retry.backoff.ms", LONG, 5000, None,
+         "The pause between controlled shutdown attempts."),
+)
+
+_COORDINATORS = (
+    _key("group.initial.rebalance.delay.ms", INT, 3000, at_least(0),
+         "How long the first rebalance of an empty group waits for more members to join."),
+    _key("group.min.session.timeout.ms", INT, 6000, at_least(0),
+         "The shortest session timeout a member may ask for."),
+    _key("group.max.session.timeout.ms", INT, 1800000, at_least(0),
+         "The longest session timeout a member may ask for."),
+    _key("group.max.size", INT, INT_MAX, at_least(1), "The most members one group may have."),
+    _key("offsets.topic.num.partitions", INT, 50, at_least(1),
+         "The partition count of __consumer_offsets (fixed once it exists)."),
+    _key("offsets.topic.replication.factor", SHORT, 3, at_least(1),
+         "The replication factor of __consumer_offsets (cluster mode; a single broker "
+         "keeps one replica)."),
+    _key("offsets.topic.segment.bytes", INT, 104857600, at_least(1),
+         "segment.bytes of __consumer_offsets."),
+    _key("offsets.retention.minutes", INT, 10080, at_least(1),
+         "How long committed offsets of an empty group are kept."),
+    _key("offsets.retention.check.interval.ms", LONG, 600000, at_least(1),
+         "How often expired offsets are removed."),
+    _key("offset.metadata.max.bytes", INT, 4096, at_least(0),
+         "The longest metadata string an offset commit may carry."),
+    _key("transaction.state.log.replication.factor", SHORT, 3, at_least(1),
+         "The replication factor of __transaction_state (cluster mode)."),
+    _key("transaction.state.log.min.isr", INT, 2, at_least(1),
+         "min.insync.replicas of __transaction_state (cluster mode)."),
+    _key("producer.id.expiration.ms", INT, 86400000, at_least(1),
+         "How long an idempotent producer's state outlives its last write.", CLUSTER_WIDE),
+)
+
+_TOPIC_ONLY = (
+    ConfigKey("follower.replication.throttled.replicas", LIST, (), ThrottledReplicas(),
+              "Replicas throttled on the follower side: partitionId:brokerId pairs or * "
+              "(cluster mode)."),
+    ConfigKey("leader.replication.throttled.replicas", LIST, (), ThrottledReplicas(),
+              "Replicas throttled on the leader side: partitionId:brokerId pairs or * "
+              "(cluster mode)."),
+    ConfigKey("remote.storage.enable", BOOLEAN, False,
+              Only(False, "Tiered Storage functionality is disabled in the broker. Topic "
+                   "cannot be configured with remote log storage."),
+              "Tiered storage for this topic (not supported by kbroker: only false is "
+              "accepted)."),
+    ConfigKey("local.retention.bytes", LONG, -2, at_least(-2),
+              "Local retention size with tiered storage (-2: retention.bytes); no effect "
+              "without it."),
+    ConfigKey("local.retention.ms", LONG, -2, at_least(-2),
+              "Local retention time with tiered storage (-2: retention.ms); no effect "
+              "without it."),
+)
+
+# Topic keys whose broker default comes from several keys, most specific first.
+_TOPIC_WITH_UNITS = (
+    ConfigKey("retention.ms", LONG, 7 * 24 * 3600 * 1000, at_least(-1),
+              "Delete segments whose records are older than this (-1: keep forever).",
+              synonyms=("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
+    ConfigKey("segment.ms", LONG, 7 * 24 * 3600 * 1000, at_least(1),
+              "Roll a new segment after this long even when it is not full.",
+              synonyms=("log.roll.ms", "log.roll.hours")),
+)
+
+BROKER_CONFIGS = ConfigDef([
+    *_SERVER, *_TOPICS, *_LOG, *(broker for broker, _ in _LOG_CONFIGS), *_REPLICATION,
+    *_COORDINATORS,
+])
+TOPIC_CONFIGS = ConfigDef(sorted(
+    [*(topic for _, topic in _LOG_CONFIGS), *_TOPIC_ONLY, *_TOPIC_WITH_UNITS],
+    key=lambda k: k.name,
+))
+
+# Kafka keys that tune only what kbroker does not have: accepted, with no effect.
+ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {
+    **dict.fromkeys(
+        ("num.network.threads", "num.io.threads", "background.threads",
+         "num.replica.alter.log.dirs.threads"),
+        "thread pool size: kbroker serves from one event loop (plus its flush, "
+        "recovery and file deletion threads)"),
+    **dict.fromkeys(
+        ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"),
+        "socket buffer size: the kernel's defaults (and autotuning) apply"),
+    "socket.listen.backlog.size": "accept queue length: kbroker listens with 1024",
+    "log.flush.scheduler.interval.ms": "the flush.ms check runs every second",
+    "log.flush.start.offset.checkpoint.interval.ms":
+        "log start offsets are checkpointed with the recovery points "
+        "(log.flush.offset.checkpoint.interval.ms)",
+    **dict.fromkeys(
+        ("log.cleaner.enable", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+         "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms"),
+        "log cleaner tuning: kbroker has no log cleaner yet"),
+    **dict.fromkeys(
+        ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+         "metadata.log.dir"),
+        "KRaft quorum: a kbroker node serves clients as a whole single-node cluster and "
+        "joins no controller quorum"),
+}
+# Key prefixes accepted with no effect: settings of SSL and SASL listeners, which
+# kbroker refuses at startup (only PLAINTEXT listeners), so nothing can use them.
+ACCEPTED_PREFIXES_WITHOUT_EFFECT = ("listener.name.", "ssl.", "sasl.")
+
+
+def accepted_without_effect(name: str) -> bool:
+    return name in ACCEPTED_WITHOUT_EFFECT or name.startswith(ACCEPTED_PREFIXES_WITHOUT_EFFECT)
