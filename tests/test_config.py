@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
 
+from kbroker.common.configs import BROKER_CONFIGS
 from kbroker.config import (
     DEFAULT_LOG_DIR,
+    FOLDED_KEYS,
     BrokerConfig,
     ConfigError,
     Listener,
     parse_override,
     parse_properties,
 )
+from kbroker.storage.log_config import LogConfig
 
 
 def test_defaults() -> None:
@@ -118,8 +122,6 @@ def test_topic_config_defaults_follow_broker_keys() -> None:
     assert d["segment.bytes"] == "1048576"
     assert d["max.message.bytes"] == "5000"
     assert d["cleanup.policy"] == "compact"
-    from kbroker.storage.log_config import LogConfig
-
     cfg = LogConfig.from_props(d)
     assert cfg.retention_ms == 180000 and cfg.max_message_bytes == 5000
 
@@ -188,3 +190,48 @@ def test_log_preallocate_is_refused_at_startup_naming_the_key() -> None:
     with pytest.raises(ConfigError, match="log.preallocate"):
         BrokerConfig.from_props({"log.preallocate": "true"})
     assert not BrokerConfig.from_props({"log.preallocate": "false"}).log_config().preallocate
+
+
+def test_every_broker_key_is_a_typed_field_or_folded_into_one() -> None:
+    fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {"props"}
+    assert fields == {k.attr for k in BROKER_CONFIGS if k.name not in FOLDED_KEYS}
+    assert set(FOLDED_KEYS) | set(FOLDED_KEYS.values()) <= set(BROKER_CONFIGS.names())
+
+
+def test_broker_defaults_are_the_topic_defaults() -> None:
+    assert BrokerConfig.from_props({}).log_config() == LogConfig()
+
+
+def test_cluster_mode_keys_are_typed_attributes() -> None:
+    c = BrokerConfig.from_props({})
+    assert (c.zookeeper_connect, c.zookeeper_connection_timeout_ms, c.inter_broker_listener_name) == (
+        None, None, None)
+    assert (c.replica_lag_time_max_ms, c.replica_fetch_max_bytes, c.num_replica_fetchers) == (
+        30000, 1048576, 1)
+    assert (c.offsets_topic_replication_factor, c.transaction_state_log_min_isr) == (3, 2)
+    c = BrokerConfig.from_props({
+        "zookeeper.connect": "zk1:2181,zk2:2181/kbroker", "controlled.shutdown.enable": "false",
+        "leader.imbalance.check.interval.seconds": "60", "security.inter.broker.protocol": "PLAINTEXT",
+    })
+    assert c.zookeeper_connect == "zk1:2181,zk2:2181/kbroker"
+    assert c.controlled_shutdown_enable is False and c.leader_imbalance_check_interval_seconds == 60
+    for key, value in [("replica.lag.time.max.ms", "soon"), ("offsets.topic.replication.factor", "0"),
+                       ("security.inter.broker.protocol", "TLS")]:
+        with pytest.raises(ConfigError, match=key):
+            BrokerConfig.from_props({key: value})
+
+
+def test_keys_read_by_nothing_are_unknown(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        BrokerConfig.from_props({"transaction.max.timeout.ms": "1000", "socket.send.buffer.bytes": "1"})
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ["unknown configuration transaction.max.timeout.ms ignored"]
+
+
+def test_broker_synonyms_of_topic_keys_are_validated_as_the_topic_keys() -> None:
+    with pytest.raises(ConfigError, match="log.cleanup.policy"):
+        BrokerConfig.from_props({"log.cleanup.policy": "shred"})
+    c = BrokerConfig.from_props({"log.message.timestamp.difference.max.ms": "1000",
+                                 "compression.zstd.level": "9"})
+    assert c.log_config().message_timestamp_difference_max_ms == 1000
+    assert c.log_config().compression_zstd_level == 9

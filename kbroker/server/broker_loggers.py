@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kbroker.common.config_def import Type
 from kbroker.common.error_code import ErrorCode
-from kbroker.server.config_describe import ConfigDescription, ConfigSource, ConfigType
+from kbroker.server.config_describe import ConfigDescription, ConfigSource
 from kbroker.server.topic_admin import AdminError
 
 ROOT = "root"
@@ -54,7 +55,7 @@ def describe(keys: list[str] | None) -> list[ConfigDescription]:
             value=level_name(loggers[name].getEffectiveLevel()),
             source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
             synonyms=(),
-            config_type=ConfigType.STRING,
+            config_type=Type.STRING,
             read_only=False,
             documentation=None,
         )

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kbroker.storage.log_config import KEYS
+from kbroker.common.configs import TOPIC_CONFIGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -155,7 +155,7 @@ def test_describe_configs_lists_all_with_defaults_and_sources(admin: AdminClient
     _create(admin, NewTopic(topic, 1, 1, config={"retention.bytes": "123456"}))
     res = ConfigResource(ResourceType.TOPIC, topic)
     configs = admin.describe_configs([res], request_timeout=TIMEOUT)[res].result()  # with synonyms
-    assert set(configs) == {k.name for k in KEYS}
+    assert set(configs) == set(TOPIC_CONFIGS.names())
     override = configs["retention.bytes"]
     assert (override.value, override.source, override.is_default) == (
         "123456", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False)

@@ -33,7 +33,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from kbroker.storage.log_config import KEYS
+from kbroker.common.configs import TOPIC_CONFIGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -65,7 +65,7 @@ def test_kafka_python_create_describe_alter_delete(kp_admin: KafkaAdminClient) -
     resource = ConfigResource(ConfigResourceType.TOPIC, topic)
     everything = kp_admin.describe_configs([resource], config_filter="all")
     configs = everything["topic"][topic]
-    assert set(configs) == {k.name for k in KEYS}
+    assert set(configs) == set(TOPIC_CONFIGS.names())
     assert configs["retention.ms"]["value"] == "5000"
     assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     assert configs["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
@@ -130,7 +130,7 @@ def test_aiokafka_admin(broker_process: Any) -> None:
                 [AioConfigResource(AioConfigResourceType.TOPIC, topic)])
             _err, _msg, _type, _name_, entries = described.resources[0][:5]
             values = {e[0]: e[1] for e in entries}
-            assert set(values) == {k.name for k in KEYS} and values["retention.bytes"] == "4096"
+            assert set(values) == set(TOPIC_CONFIGS.names()) and values["retention.bytes"] == "4096"
             await admin.create_partitions({topic: AioNewPartitions(4)})
             assert topic in await admin.list_topics()
             low = await admin.delete_records({AioTopicPartition(topic, 0): RecordsToDelete(0)})

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kbroker.broker import Broker
+from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest
@@ -27,7 +28,6 @@ from kbroker.protocol.messages.describe_topic_partitions import DescribeTopicPar
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from kbroker.server.api_table import API_TABLE
-from kbroker.storage.log_config import KEYS
 
 from .wire import WireClient
 
@@ -85,7 +85,7 @@ def test_create_topics_every_version(wire: WireClient, version: int) -> None:
     if version >= 5:
         assert (result.num_partitions, result.replication_factor) == (3, 1)
         configs = {c.name: c for c in result.configs}
-        assert set(configs) == {k.name for k in KEYS}
+        assert set(configs) == set(TOPIC_CONFIGS.names())
         assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("5000", 1)
     if version >= 7:
         assert result.topic_id != ZERO_UUID
@@ -197,7 +197,7 @@ def test_describe_configs_every_version(wire: WireClient, version: int) -> None:
     result = _describe_topic(wire, "dc", version, include_synonyms=True, include_documentation=True)
     assert result.error_code == ErrorCode.NONE
     configs = {c.name: c for c in result.configs}
-    assert set(configs) == {k.name for k in KEYS}
+    assert set(configs) == set(TOPIC_CONFIGS.names())
     seg, ret = configs["segment.bytes"], configs["retention.ms"]
     assert seg.value == "2000000" and ret.value == "604800000"
     if version == 0:
@@ -226,13 +226,25 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
     ], include_synonyms=False)
     topic, mine, other, default, metrics, empty = wire.call(request, 4).results
     assert [c.name for c in topic.configs] == ["retention.ms"]
-    assert len(empty.configs) == len(KEYS)  # an empty key list means all, as in Kafka
+    assert len(empty.configs) == len(TOPIC_CONFIGS)  # an empty key list means all, as in Kafka
     names = {c.name: c for c in mine.configs}
     assert names["num.partitions"].value == "2" and names["num.partitions"].config_source == 4
     assert names["log.segment.bytes"].config_source == 5 and names["log.segment.bytes"].read_only
     assert other.error_code == ErrorCode.INVALID_REQUEST
     assert (default.error_code, default.configs) == (ErrorCode.NONE, [])
     assert metrics.error_code == ErrorCode.INVALID_REQUEST  # CLIENT_METRICS: not supported
+
+
+def test_describe_configs_documentation_and_types_are_the_tables(wire: WireClient) -> None:
+    _create(wire, "dcd", 1)
+    topic = _describe_topic(wire, "dcd", include_synonyms=True, include_documentation=True)
+    assert {c.name: (c.documentation, c.config_type) for c in topic.configs} == {
+        k.name: (k.doc, k.type) for k in TOPIC_CONFIGS}
+    res = DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="0",
+                                                         configuration_keys=None)
+    broker = wire.call(DescribeConfigsRequest(resources=[res], include_documentation=True), 4)
+    assert {c.name: (c.documentation, c.config_type) for c in broker.results[0].configs} == {
+        k.name: (k.doc, k.type) for k in BROKER_CONFIGS}
 
 
 @pytest.mark.parametrize("version", _versions(33))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.storage.log_config import KEYS, LONG_MAX, LogConfig
+from kbroker.common.config_def import LONG_MAX
+from kbroker.common.configs import TOPIC_CONFIGS
+from kbroker.storage.log_config import LogConfig
 
 
 def test_defaults_are_kafkas() -> None:
@@ -26,7 +28,7 @@ def test_defaults_are_kafkas() -> None:
 
 def test_every_key_has_a_field_with_its_default() -> None:
     c = LogConfig()
-    for k in KEYS:
+    for k in TOPIC_CONFIGS:
         assert getattr(c, k.attr) == k.default, k.name
 
 
@@ -36,7 +38,7 @@ def test_from_props_parses_and_records_overrides() -> None:
     assert c.retention_ms == 1000 and c.compact and c.delete and c.message_timestamp_type == "LogAppendTime"
     assert c.min_cleanable_dirty_ratio == 0.25
     rows = {e.name: e for e in c.entries()}
-    assert len(rows) == len(KEYS)
+    assert len(rows) == len(TOPIC_CONFIGS)
     assert rows["retention.ms"].value == "1000" and not rows["retention.ms"].is_default
     assert rows["retention.ms"].default == "604800000"
     assert rows["segment.bytes"].is_default and rows["segment.bytes"].value == "1073741824"
@@ -62,3 +64,12 @@ def test_with_overrides_keeps_earlier_ones() -> None:
     assert c.to_props(only_overrides=True) == {"retention.ms": "5", "segment.bytes": "1024"}
     base = LogConfig.from_props({"retention.ms": "7"})
     assert LogConfig.from_props({}, base=base).retention_ms == 7
+
+
+@pytest.mark.parametrize("key,value", [
+    ("remote.storage.enable", "true"), ("compression.gzip.level", "0"),
+    ("leader.replication.throttled.replicas", "0-1"), ("retention.ms", "-2"),
+])
+def test_values_kbroker_cannot_honour_or_kafka_refuses_are_refused(key: str, value: str) -> None:
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        LogConfig.from_props({key: value})

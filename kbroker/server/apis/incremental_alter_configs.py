@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kbroker.common.config_def import Type, parse_value
+from kbroker.common.configs import TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -24,7 +26,7 @@ from kbroker.protocol.messages.incremental_alter_configs import (
 from kbroker.server.config_alter import alter_resources, failed, reject_nulls, responses
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
-from kbroker.storage.log_config import KEYS_BY_NAME, LogConfig, render
+from kbroker.storage.log_config import LogConfig
 
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -59,17 +61,17 @@ def _apply_ops(res: Any, current: dict[str, str], config: LogConfig) -> dict[str
 
 
 def _list_op(op: Any, overrides: dict[str, str], config: LogConfig) -> str:
-    key = KEYS_BY_NAME.get(op.name)
+    key = TOPIC_CONFIGS.get(op.name)
     if key is None:
         raise AdminError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
     verb = "append" if op.config_operation == APPEND else "subtract"
-    if key.kind != "list":
+    if key.type != Type.LIST:
         raise AdminError(
             ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {op.name}"
         )
-    raw = overrides.get(op.name, render(key.kind, config.get(op.name)))
-    items = [s.strip() for s in raw.split(",") if s.strip()]
-    given = [s.strip() for s in op.value.split(",") if s.strip()]
+    current = overrides[op.name] if op.name in overrides else key.render(config.get(op.name))
+    items = list(parse_value(op.name, Type.LIST, current or ""))
+    given = parse_value(op.name, Type.LIST, op.value)
     if op.config_operation == APPEND:
         items += [g for g in given if g not in items]
     else:
