@@ -233,5 +233,5 @@ def test_broker_synonyms_of_topic_keys_are_validated_as_the_topic_keys() -> None
         BrokerConfig.from_props({"log.cleanup.policy": "shred"})
     c = BrokerConfig.from_props({"log.message.timestamp.difference.max.ms": "1000",
                                  "compression.zstd.level": "9"})
-    assert c.log_config().message_timestamp_difference_max_ms == 1000
+    assert c.log_config().timestamp_after_max_ms == 1000
     assert c.log_config().compression_zstd_level == 9

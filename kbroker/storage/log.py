@@ -181,8 +181,8 @@ class Log:
         try:
             info = _records.validate_batches(
                 view, cfg.max_message_bytes, now_ms=now,
-                timestamp_before_max_ms=cfg.message_timestamp_before_max_ms,
-                timestamp_after_max_ms=cfg.message_timestamp_after_max_ms,
+                timestamp_before_max_ms=cfg.timestamp_before_max_ms,
+                timestamp_after_max_ms=cfg.timestamp_after_max_ms,
                 check_timestamps=assign and not cfg.log_append_time, from_client=assign,
             )
         except _records.RecordValidationError as e:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from kbroker.common.config_def import ConfigError, ConfigKey
+from kbroker.common.config_def import LONG_MAX, ConfigError, ConfigKey
 from kbroker.common.configs import TOPIC_CONFIGS
 
 _BY_ATTR: dict[str, ConfigKey] = {k.attr: k for k in TOPIC_CONFIGS}
@@ -135,3 +135,18 @@ class LogConfig:
     def max_index_size(self) -> int:
         return self.segment_index_bytes
 
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """The bound on a CreateTime timestamp in the past: message.timestamp.before.max.ms,
+        or while that is at its default the deprecated message.timestamp.difference.max.ms
+        (Kafka 3.9's LogConfig)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """The bound on a CreateTime timestamp in the future, as timestamp_before_max_ms."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms

@@ -78,6 +78,18 @@ def test_log_append_time(env: Env) -> None:
     assert h.is_log_append_time and h.max_timestamp == now
 
 
+def test_deprecated_timestamp_difference_bounds_create_time(env: Env) -> None:
+    log = env.log
+    now = env.time.milliseconds()
+    log.update_config(log.config.with_overrides({"message.timestamp.difference.max.ms": "5000"}))
+    for skew in (-60_000, 60_000):
+        with pytest.raises(InvalidRecordsError) as exc:
+            log.append_as_leader(values_batch(1, base_timestamp=now + skew))
+        assert exc.value.error_code == ErrorCode.INVALID_TIMESTAMP
+    log.update_config(log.config.with_overrides({"message.timestamp.after.max.ms": "120000"}))
+    assert log.append_as_leader(values_batch(1, base_timestamp=now + 60_000)).first_offset == 0
+
+
 def test_rolls_by_size_and_time(env: Env) -> None:
     log = env.log
     for _ in range(40):

@@ -66,6 +66,14 @@ def test_with_overrides_keeps_earlier_ones() -> None:
     assert LogConfig.from_props({}, base=base).retention_ms == 7
 
 
+def test_timestamp_difference_bounds_what_before_and_after_leave_at_their_default() -> None:
+    c = LogConfig.from_props({"message.timestamp.difference.max.ms": "1000"})
+    assert (c.timestamp_before_max_ms, c.timestamp_after_max_ms) == (1000, 1000)
+    c = c.with_overrides({"message.timestamp.after.max.ms": "5"})
+    assert (c.timestamp_before_max_ms, c.timestamp_after_max_ms) == (1000, 5)
+    assert LogConfig().timestamp_before_max_ms == LONG_MAX
+
+
 @pytest.mark.parametrize("key,value", [
     ("remote.storage.enable", "true"), ("compression.gzip.level", "0"),
     ("leader.replication.throttled.replicas", "0-1"), ("retention.ms", "-2"),
