@@ -400,7 +400,8 @@ class Broker:
                 _every(self.config.log_retention_check_interval_ms / 1000, state.cleanup_logs)
             ),
             asyncio.ensure_future(_every(1.0, state.log_manager.flush_dirty_logs)),
-            asyncio.ensure_future(_every(60.0, state.log_manager.checkpoint)),
+            asyncio.ensure_future(_every(self.config.log_flush_offset_checkpoint_interval_ms / 1000,
+                                         state.log_manager.checkpoint)),
             asyncio.ensure_future(_every(self.config.offsets_retention_check_interval_ms / 1000,
                                          state.group_coordinator.expire_offsets)),
             asyncio.ensure_future(_every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(
