@@ -1,6 +1,8 @@
 """The `kbroker` command.
 
     kbroker serve [CONFIG_FILE] [--override KEY=VALUE]...
+    kbroker serve --help-config
+
 
 CONFIG_FILE is a Kafka server.properties file; overrides win over it. With no
 arguments the broker listens on PLAINTEXT://127.0.0.1:9092 with data in
@@ -10,6 +12,8 @@ arguments the broker listens on PLAINTEXT://127.0.0.1:9092 with data in
 
 with the real port when the listener asked for port 0. SIGTERM or SIGINT stops
 it gracefully (exit 0). A bad configuration exits 2 with the reason.
+`--help-config` prints every broker and topic key from the one table of keys
+(kbroker.common.configs): type, default, valid values, documentation.
 
 Other subcommands (`topics`, `groups`, `perf`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
@@ -35,7 +39,8 @@ EXIT_CONFIG_ERROR = 2
 SERVE_EPILOG = (
     "Without CONFIG_FILE or overrides: listeners=PLAINTEXT://127.0.0.1:9092, "
     f"log.dirs={DEFAULT_LOG_DIR}. Keys are Apache Kafka's server.properties names. "
-    "SIGTERM/SIGINT stop gracefully (exit 0); a bad configuration exits 2."
+    "SIGTERM/SIGINT stop gracefully (exit 0); a bad configuration exits 2. "
+    "--help-config lists every key."
 )
 
 
@@ -47,6 +52,30 @@ def _serve_parser(p: argparse.ArgumentParser) -> None:
                    help="set a config key (repeatable; wins over CONFIG_FILE)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    p.add_argument("--help-config", action="store_true",
+                   help="list every broker and topic config key, with its type, default and "
+                        "documentation, and exit")
+
+
+def config_help() -> str:
+    """`kbroker serve --help-config`: the table of keys, as text."""
+    from kbroker.common.configs import (
+        ACCEPTED_PREFIXES_WITHOUT_EFFECT,
+        ACCEPTED_WITHOUT_EFFECT,
+        BROKER_CONFIGS,
+        TOPIC_CONFIGS,
+    )
+
+    accepted = [f"{name}\n    {why}" for name, why in sorted(ACCEPTED_WITHOUT_EFFECT.items())]
+    prefixes = ", ".join(f"{p}*" for p in ACCEPTED_PREFIXES_WITHOUT_EFFECT)
+    return (
+        "Broker configs (server.properties, --override; read at startup only: kbroker "
+        "changes none at run time)\n\n" + BROKER_CONFIGS.to_text(broker=True)
+        + "\nTopic configs (CreateTopics, AlterConfigs, IncrementalAlterConfigs)\n\n"
+        + TOPIC_CONFIGS.to_text(broker=False)
+        + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted)
+        + f"\n{prefixes}\n    settings of SSL and SASL listeners, which kbroker does not serve\n"
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -56,6 +85,9 @@ def _serve(args: argparse.Namespace) -> int:
     from kbroker.utils.malloc import keep_frame_buffers_in_heap
     from kbroker.utils.rlimit import raise_open_file_limit
 
+    if args.help_config:
+        print(config_help(), end="")
+        return 0
     keep_frame_buffers_in_heap()  # process-wide, hence here and not in Broker
     raise_open_file_limit()  # as the JVM does for Kafka (HotSpot's MaxFDLimit)
 
