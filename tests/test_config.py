@@ -167,6 +167,35 @@ def test_stock_kafka_kraft_server_properties(caplog: pytest.LogCaptureFixture) -
     assert c.node_id == 1 and c.log_dirs == ("/tmp/kraft-combined-logs",)
 
 
+KAFKA_ZOOKEEPER_PROPERTIES = """\
+broker.id=0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+
+
+def test_stock_kafka_zookeeper_server_properties(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        c = BrokerConfig.from_props(parse_properties(KAFKA_ZOOKEEPER_PROPERTIES))
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert (c.zookeeper_connect, c.zookeeper_connection_timeout_ms) == ("localhost:2181", 18000)
+    assert (c.offsets_topic_replication_factor, c.transaction_state_log_min_isr) == (1, 1)
+
+
 def test_named_listeners_need_a_plaintext_mapping() -> None:
     c = BrokerConfig.from_props({
         "listeners": "CLIENT://127.0.0.1:0",
