@@ -35,22 +35,39 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kbroker.cluster.controller.replica_assignment import assign_replicas
+from kbroker.cluster.metadata_cache import (
+    ClusterView,
+    LocalClusterView,
+    TopicCatalog,
+    ZkMetadataCache,
+)
+from kbroker.cluster.partition import Partition
+from kbroker.cluster.replica_manager import ReplicaManager
+from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig, Listener, broker_config
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
-from kbroker.coordinator.offsets_topic import OffsetsTopic
+from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.storage.errors import KafkaStorageError
+from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_lock import LogDirLocks
 from kbroker.storage.log_manager import LogManager
 from kbroker.storage.producer_state import expire_producers
+from kbroker.utils.periodic import every
 from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time
+
+if TYPE_CHECKING:
+    from kbroker.cluster.zk_broker import ZkBroker
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +108,18 @@ class AppendNotifier:
 
 
 class BrokerState:
-    """What request handlers use: config, logs, topics, cluster identity."""
+    """What request handlers use: config, logs, topics, the cluster, the coordinators.
+
+    Single broker (no zookeeper.connect): topics are the TopicRegistry's and this broker
+    leads every partition. Cluster mode: topics and leaders come from the controller
+    (ZkMetadataCache, fed by UpdateMetadata), partitions from its LeaderAndIsr
+    (ReplicaManager), and topic changes are written to ZooKeeper (ZkBroker)."""
 
     def __init__(self, config: BrokerConfig, time: Time) -> None:
         self.config = config
         self.time = time
         self.node_id = config.node_id
+        self.clustered = config.zookeeper_connect is not None
         # Before anything touches the dirs: one broker per log dir (Kafka's .lock).
         self.log_dir_locks = LogDirLocks()
         self.log_dir_locks.acquire(list(config.log_dirs))
@@ -106,11 +129,12 @@ class BrokerState:
             self.log_dir_locks.release()
             raise
         self.shutting_down = False
-        # listener name -> (advertised host, port); filled in when the server binds
-        self.endpoints: dict[str, tuple[str, int]] = {}
 
     def _open_stores(self, config: BrokerConfig, time: Time) -> None:
-        self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
+        if self.clustered:  # the cluster id comes from ZooKeeper (connect_cluster)
+            self.cluster_id = config.cluster_id or ""
+        else:
+            self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
         self.default_log_config = config.log_config()
         self.log_manager = LogManager(
             list(config.log_dirs),
@@ -119,25 +143,92 @@ class BrokerState:
             retention_check_interval_ms=config.log_retention_check_interval_ms,
             recovery_threads=config.num_recovery_threads_per_data_dir,
             open_segment_files_max=config.log_open_segment_files_max,
+            replicated=self.clustered,
         )
-        self.topics = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
         # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
         self.metadata_topic_cache: dict[tuple[str, int, bool], Any] = {}
         self.append_notifier = AppendNotifier()
+        # listener name -> (advertised host, port); filled in when the server binds
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        self.topics: TopicCatalog
+        self.cluster: ClusterView
+        self.registry: TopicRegistry | None = None
+        self.zk_broker: ZkBroker | None = None
+        if self.clustered:
+            cache = ZkMetadataCache(config.node_id)
+            self.topics = self.cluster = self.metadata_cache = cache
+        else:
+            self.registry = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
+            self.topics = self.registry
+            self.cluster = LocalClusterView(config.node_id, config.broker_rack, self.registry,
+                                            self.log_manager, self.endpoints)
+        self.replica_manager = ReplicaManager(
+            config.node_id, self.log_manager, self.topics, time.milliseconds,
+            clustered=self.clustered, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            on_change=self.append_notifier.notify)
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic)
-        self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
+        self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
+        if self.clustered:
+            self.group_coordinator.owned_partitions = set()
+            self.replica_manager.leadership_listeners.append(self._offsets_leadership)
+            self.producer_id_manager = ZkProducerIdManager(config.node_id)
+        else:
+            self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
+        self._creating: set[str] = set()
+        self._strays_checked = False
+        self._metadata_waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def offsets_topic_replication_factor(self) -> int:
+        """offsets.topic.replication.factor: 3 in a cluster unless set (Kafka's default); a
+        single broker has one replica of everything."""
+        return self.config.offsets_topic_replication_factor if self.clustered else 1
+
+    async def connect_cluster(self) -> None:
+        """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties."""
+        from kbroker.cluster.zk_broker import ZkBroker  # kazoo: only in cluster mode
+        from kbroker.metadata.meta_properties import read_meta_properties
+
+        assert self.clustered
+        self.zk_broker = ZkBroker(self.config, self.log_manager, self.metadata_cache,
+                                  self.replica_manager, asyncio.get_running_loop(),
+                                  self.default_log_config)
+        local = {p.get("cluster.id") for d in self.config.log_dirs
+                 if (p := read_meta_properties(d)) is not None} - {None}
+        local_id = self.config.cluster_id or (next(iter(local)) if len(local) == 1 else None)
+        cluster_id = await self.zk_broker.connect(local_id)
+        self.cluster_id = ensure_meta_properties(self.config.log_dirs, self.config.node_id, cluster_id)
+        assert isinstance(self.producer_id_manager, ZkProducerIdManager)
+        self.producer_id_manager.zk = self.zk_broker.zk
+
+    def _offsets_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        """The group coordinator moves with the leadership of __consumer_offsets partitions."""
+        for p in leaders:
+            if p.topic_partition.topic == GROUP_METADATA_TOPIC_NAME:
+                self.group_coordinator.on_elected(p.topic_partition.partition)
+        for p in followers:
+            if p.topic_partition.topic == GROUP_METADATA_TOPIC_NAME:
+                self.group_coordinator.on_resigned(p.topic_partition.partition)
+        owned = self.group_coordinator.owned_partitions or set()
+        for index in list(owned):
+            tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, index)
+            partition = self.replica_manager.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                self.group_coordinator.on_resigned(index)
 
     # -- startup
 
     def startup(self) -> None:
-        self.topics.load()
+        if self.registry is not None:
+            self.registry.load()
         self.log_manager.startup()
-        self._reconcile_logs()
+        if self.registry is not None:
+            self._reconcile_logs(self.registry)
         self.group_coordinator.startup()
 
-    def _reconcile_logs(self) -> None:
+    def _reconcile_logs(self, registry: TopicRegistry) -> None:
         """Adopt partitions found on disk but missing from the registry; create missing logs."""
         found: dict[str, tuple[Any, int]] = {}
         for lg in self.log_manager.all_logs().values():
@@ -145,14 +236,14 @@ class BrokerState:
             tid, count = found.get(tp.topic, (lg.topic_id, 0))
             found[tp.topic] = (tid or lg.topic_id, max(count, tp.partition + 1))
         for name, (tid, count) in found.items():
-            info = self.topics.get(name)
+            info = registry.get(name)
             if info is None:
                 log.warning("adopting topic %s found on disk but not in %s", name, REGISTRY_FILE)
                 topic_id = tid if isinstance(tid, uuid.UUID) else uuid.uuid4()
-                self.topics.adopt(TopicInfo(name, topic_id, count))
+                registry.adopt(TopicInfo(name, topic_id, count))
             elif count > info.partitions:
-                self.topics.set_partitions(name, count)
-        for info in self.topics:
+                registry.set_partitions(name, count)
+        for info in registry:
             config = self.log_config_for(info)
             for p in range(info.partitions):
                 self.log_manager.get_or_create_log(TopicPartition(info.name, p), info.topic_id, config)
@@ -167,10 +258,12 @@ class BrokerState:
     def create_topic(
         self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
     ) -> TopicInfo:
-        """Register the topic and create its partition logs. Raises InvalidTopicError, KeyError."""
+        """Register the topic and create its partition logs (a single broker). Raises
+        InvalidTopicError, KeyError."""
+        registry = self.local_registry()
         count = self.config.num_partitions if partitions is None else partitions
         try:
-            info = self.topics.create(name, count, configs)
+            info = registry.create(name, count, configs)
         except OSError as e:  # nothing was kept: the registry undid it in memory
             raise KafkaStorageError(f"cannot write the topic registry: {e}") from e
         try:
@@ -178,9 +271,9 @@ class BrokerState:
             if count >= 1000:
                 gc.freeze()  # see Broker._run: long-lived logs out of full collections
         except BaseException:
-            self.topics.forget(name)
+            registry.forget(name)
             try:
-                self.topics.save()
+                registry.save()
             except OSError as e:  # the registry on disk still lists it: a restart creates its logs
                 log.warning("could not remove the failed topic %s from the registry: %s", name, e)
             raise
@@ -206,12 +299,117 @@ class BrokerState:
                 f"creating partition {partitions.start + len(created)} of {info.name} failed "
                 f"({len(created)} of {len(partitions)} created, now removed): {e}") from e
 
-    def get_log(self, topic: str, partition: int) -> Any:
-        """The partition's Log, or None when the topic or partition does not exist."""
+    async def metadata_changed(self, timeout_s: float) -> None:
+        """Return after the next UpdateMetadata, or after `timeout_s`."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._metadata_waiters.append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            if fut in self._metadata_waiters:
+                self._metadata_waiters.remove(fut)
+
+    def on_metadata_update(self) -> None:
+        """Cluster mode, after each UpdateMetadata: wake the admin requests waiting for it.
+        After the first (which names every partition): local logs of topics the cluster no
+        longer has, or has under another topic id (deleted, perhaps re-created, while
+        this broker was down), are removed once ZooKeeper confirms it (Kafka's stray log
+        detection)."""
+        waiters, self._metadata_waiters = self._metadata_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+        if self._strays_checked or self.zk_broker is None:
+            return
+        self._strays_checked = True
+        suspects = {}
+        for tp, lg in self.log_manager.all_logs().items():
+            info = self.topics.get(tp.topic)
+            if info is None or (lg.topic_id is not None and info.topic_id != lg.topic_id):
+                suspects[tp] = lg.topic_id
+        if suspects:
+            asyncio.ensure_future(self._remove_strays(suspects))
+
+    async def _remove_strays(self, suspects: dict[TopicPartition, uuid.UUID | None]) -> None:
+        assert self.zk_broker is not None
+        doomed = []
+        for tp, topic_id in suspects.items():
+            try:
+                found = await self.zk_broker.admin.read_assignment(tp.topic)
+            except Exception:
+                log.exception("checking %s in ZooKeeper failed", tp)
+                continue
+            if tp in self.replica_manager.partitions:
+                continue  # the controller gave it to us meanwhile
+            if found is None or (topic_id is not None and found[0].topic_id != topic_id):
+                doomed.append(tp)
+        if doomed:
+            log.warning("removing %d stray partition logs of deleted topics: %s", len(doomed),
+                        ", ".join(str(tp) for tp in doomed[:10]))
+            self.log_manager.delete_logs(doomed)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """This broker's replica of the partition, or None when it has none."""
         info = self.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return None
         return self.log_manager.get_log(TopicPartition(topic, partition))
+
+    def local_registry(self) -> TopicRegistry:
+        """The topic registry of a single broker (a cluster's topics live in ZooKeeper)."""
+        if self.registry is None:
+            raise RuntimeError("a cluster's topics live in ZooKeeper, not in a registry")
+        return self.registry
+
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              configs: Mapping[str, str]) -> bool:
+        """Create an internal topic on first need; True once it exists with leaders. A
+        single broker creates it now; a cluster writes it to ZooKeeper in the background
+        (False until the controller has elected its leaders here)."""
+        if self.topics.get(name) is not None:
+            return True
+        if not self.clustered:
+            self.create_topic(name, partitions, configs)
+            return True
+        self.create_topic_in_cluster(name, partitions, replication_factor, configs)
+        return False
+
+    def auto_create_topic(self, name: str) -> TopicInfo | None:
+        """Metadata's auto-creation (auto.create.topics.enable): the topic now (a single
+        broker) or None while a cluster creates it (the client sees LEADER_NOT_AVAILABLE
+        and asks again)."""
+        if not self.clustered:
+            return self.create_topic(name)
+        self.create_topic_in_cluster(name, self.config.num_partitions,
+                                     self.config.default_replication_factor, {})
+        return None
+
+    def create_topic_in_cluster(self, name: str, partitions: int, replication_factor: int,
+                                configs: Mapping[str, str]) -> None:
+        """Write a new topic to ZooKeeper in the background (once at a time per name)."""
+        if name in self._creating or self.zk_broker is None:
+            return
+        self._creating.add(name)
+        zk_broker = self.zk_broker
+
+        async def create() -> None:
+            try:
+                brokers = {b.broker_id: b.rack for b in self.cluster.alive_brokers()}
+                assignment = assign_replicas(brokers, partitions, replication_factor)
+                await zk_broker.admin.create_topic(name, assignment, configs)
+                log.info("creating topic %s (%d partitions, replication factor %d)", name,
+                         partitions, replication_factor)
+            except KafkaError as e:
+                if e.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.warning("cannot create topic %s: %s", name, e)
+            except Exception:
+                log.exception("creating topic %s failed", name)
+            finally:
+                self._creating.discard(name)
+
+        asyncio.ensure_future(create())
 
     def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
         return self.endpoints[listener_name]
@@ -231,6 +429,13 @@ class BrokerState:
             self.log_manager.shutdown()
         finally:
             self.log_dir_locks.release()
+
+    async def stop_cluster(self) -> None:
+        if self.zk_broker is not None:
+            try:
+                await self.zk_broker.stop()
+            except Exception:
+                log.exception("leaving the cluster failed")
 
 
 class Broker:
@@ -350,6 +555,8 @@ class Broker:
         state = BrokerState(self.config, self.time)
         self.state = state
         try:
+            if state.clustered:
+                await state.connect_cluster()
             state.startup()
             # The logs, segments and topics loaded now live as long as the broker: keep
             # them out of the garbage collector's full passes, which otherwise walk every
@@ -359,10 +566,16 @@ class Broker:
             server = SocketServer(state, loop)
             self.server = server
             server.start()
+            state.endpoints.update(_advertised(self.config, server))
+            if state.zk_broker is not None:
+                await state.zk_broker.start(
+                    [(name, host, port) for name, (host, port) in state.endpoints.items()])
         except BaseException:
+            await state.stop_cluster()
+            if self.server is not None:
+                self.server.close_all()
             state.shutdown_logs()
             raise
-        state.endpoints = _advertised(self.config, server)
         self._bound = self._bound_endpoints(server)
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -397,20 +610,22 @@ class Broker:
     def _start_periodic(self, state: BrokerState) -> None:
         self._periodic = [
             asyncio.ensure_future(
-                _every(self.config.log_retention_check_interval_ms / 1000, state.cleanup_logs)
+                every(self.config.log_retention_check_interval_ms / 1000, state.cleanup_logs)
             ),
-            asyncio.ensure_future(_every(1.0, state.log_manager.flush_dirty_logs)),
-            asyncio.ensure_future(_every(self.config.log_flush_offset_checkpoint_interval_ms / 1000,
+            asyncio.ensure_future(every(1.0, state.log_manager.flush_dirty_logs)),
+            asyncio.ensure_future(every(self.config.log_flush_offset_checkpoint_interval_ms / 1000,
                                          state.log_manager.checkpoint)),
-            asyncio.ensure_future(_every(self.config.offsets_retention_check_interval_ms / 1000,
+            asyncio.ensure_future(every(self.config.offsets_retention_check_interval_ms / 1000,
                                          state.group_coordinator.expire_offsets)),
-            asyncio.ensure_future(_every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(
+            asyncio.ensure_future(every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(
                 state.log_manager.all_logs().values(), self.time.milliseconds(),
                 self.config.producer_id_expiration_ms))),
         ]
 
     async def _shutdown(self, state: BrokerState, server: Any) -> None:
         log.info("kbroker shutting down")
+        if state.zk_broker is not None:  # leaderships move away while we still serve
+            await state.zk_broker.controlled_shutdown()
         state.shutting_down = True
         server.stop_accepting()
         for task in self._periodic:
@@ -419,17 +634,9 @@ class Broker:
         state.group_coordinator.shutdown()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR
         await server.drain(SHUTDOWN_GRACE_SECONDS)
         server.close_all()
+        await state.stop_cluster()
         state.shutdown_logs()
         log.info("kbroker stopped")
-
-
-async def _every(seconds: float, fn: Any) -> None:
-    while True:
-        await asyncio.sleep(seconds)
-        try:
-            fn()
-        except Exception:
-            log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
 
 def _advertised(config: BrokerConfig, server: Any) -> dict[str, tuple[str, int]]:

@@ -252,6 +252,8 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int
     replica_fetch_min_bytes: int
     replica_fetch_backoff_ms: int
+    replica_fetch_response_max_bytes: int
+    replica_high_watermark_checkpoint_interval_ms: int
     num_replica_fetchers: int
     auto_leader_rebalance_enable: bool
     leader_imbalance_check_interval_seconds: int

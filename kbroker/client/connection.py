@@ -32,7 +32,7 @@ from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersio
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
 
-__all__ = ["BrokerConnection", "KafkaClientError", "UnsupportedVersionError"]
+__all__ = ["BrokerConnection", "KafkaClientError", "UnsupportedVersionError", "encode_request"]
 
 _SIZE = struct.Struct(">i")
 MAX_FRAME_BYTES = 1 << 30
@@ -110,14 +110,7 @@ class BrokerConnection:
         api_key = request.API_KEY
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        w = Writer()
-        w.raw(b"\0\0\0\0")  # the size, patched below
-        RequestHeader(request_api_key=api_key, request_api_version=version,
-                      correlation_id=correlation_id, client_id=self.client_id,
-                      ).encode(w, request_header_version(api_key, version))
-        request.encode(w, version)
-        frame = bytearray(w.to_bytes())
-        _SIZE.pack_into(frame, 0, len(frame) - 4)
+        frame = encode_request(request, version, correlation_id, self.client_id)
         try:
             self._sock.sendall(frame)
         except OSError as e:
@@ -161,6 +154,20 @@ class BrokerConnection:
                                        ErrorCode.NETWORK_EXCEPTION)
             got += k
         return buf
+
+
+def encode_request(request: Any, version: int, correlation_id: int, client_id: str) -> bytearray:
+    """One request frame: size, header (v1 or v2 by the API's flexible versions), body."""
+    api_key = request.API_KEY
+    w = Writer()
+    w.raw(b"\0\0\0\0")  # the size, patched below
+    RequestHeader(request_api_key=api_key, request_api_version=version,
+                  correlation_id=correlation_id, client_id=client_id,
+                  ).encode(w, request_header_version(api_key, version))
+    request.encode(w, version)
+    frame = bytearray(w.to_bytes())
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    return frame
 
 
 def _decode_api_versions(r: Reader, version: int) -> ApiVersionsResponse:

@@ -153,7 +153,7 @@ class ZooKeeperServer:
         self._log_offset = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, cwd=self.directory, stdin=subprocess.DEVNULL,
                                      stdout=log_file, stderr=subprocess.STDOUT,
-                                     preexec_fn=_die_with_parent, start_new_session=True)
+                                     preexec_fn=die_with_parent, start_new_session=True)
 
     def _wait_ready(self, timeout: float) -> bool:
         assert self.proc is not None and self.port is not None
@@ -198,7 +198,7 @@ class ZooKeeperServer:
         self.stop()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: SIGTERM it when the process that started it dies, even by a crash."""
     if sys.platform.startswith("linux"):
         import ctypes

@@ -266,6 +266,11 @@ _REPLICATION = (  # cluster mode (zookeeper.connect) reads these
          "Bytes a follower's fetch waits for at the leader."),
     _key("replica.fetch.backoff.ms", INT, 1000, at_least(0),
          "How long a follower sleeps after a fetch error."),
+    _key("replica.fetch.response.max.bytes", INT, 10485760, at_least(0),
+         "Bytes a follower asks for in one fetch response, all partitions together (a "
+         "larger first batch still comes)."),
+    _key("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, at_least(1),
+         "How often high watermarks are written to replication-offset-checkpoint."),
     _key("num.replica.fetchers", INT, 1, None,
          "Fetcher threads per source broker replicating its partitions.", CLUSTER_WIDE),
     _key("auto.leader.rebalance.enable", BOOLEAN, True, None,

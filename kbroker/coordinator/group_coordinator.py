@@ -91,8 +91,12 @@ class GroupCoordinator:
         self.config = config
         self.time = time
         self.timers = timers or Timers(time)
+        self.store = store
         self.manager = GroupMetadataManager(store, config.offsets_retention_ms)
         self.loading = False
+        # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
+        # coordinates (None: every group, a single broker).
+        self.owned_partitions: set[int] | None = None
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -122,21 +126,60 @@ class GroupCoordinator:
         clients look for the coordinator again instead of holding the broker's shutdown."""
         self.timers.close()
         for group in self.groups.values():
-            for member in group.members.values():
-                self._cancel_heartbeat(member)
-                if member.await_join is not None:
-                    cb, member.await_join = member.await_join, None
-                    cb(JoinResult(E.NOT_COORDINATOR, member.member_id))
-                if member.await_sync is not None:
-                    scb, member.await_sync = member.await_sync, None
-                    scb(SyncResult(E.NOT_COORDINATOR))
+            self._release(group)
+
+    def _release(self, group: GroupMetadata) -> None:
+        """Stop the group's timers; parked JoinGroup and SyncGroup get NOT_COORDINATOR."""
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
+            if member.await_join is not None:
+                cb, member.await_join = member.await_join, None
+                cb(JoinResult(E.NOT_COORDINATOR, member.member_id))
+            if member.await_sync is not None:
+                scb, member.await_sync = member.await_sync, None
+                scb(SyncResult(E.NOT_COORDINATOR))
 
     def _check_group_id(self, group_id: str | None) -> int:
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if not group_id:
             return E.INVALID_GROUP_ID
+        if not self.is_coordinator_for(group_id):
+            return E.NOT_COORDINATOR
         return E.NONE
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        owned = self.owned_partitions
+        return owned is None or self.store.partition_for(group_id) in owned
+
+    # -- cluster mode: leadership of __consumer_offsets partitions
+    def on_elected(self, partition: int) -> None:
+        """This broker now leads __consumer_offsets-`partition`: load its groups (Kafka's
+        onElection) before serving them."""
+        if self.owned_partitions is None:
+            self.owned_partitions = set()
+        if partition in self.owned_partitions:
+            return
+        self.loading = True
+        try:
+            loaded = self.manager.load(self.now(), self.store.read_partition(partition))
+            for group in loaded:
+                for member in group.members.values():
+                    self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        finally:
+            self.loading = False
+        self.owned_partitions.add(partition)
+        log.info("coordinating the groups of __consumer_offsets-%d (%d with members)", partition,
+                 len(loaded))
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads the partition now: forget its groups (Kafka's onResignation);
+        their clients find the new coordinator."""
+        if self.owned_partitions is None:
+            self.owned_partitions = set()
+        self.owned_partitions.discard(partition)
+        for group_id in [g for g in self.groups if self.store.partition_for(g) == partition]:
+            self._release(self.groups.pop(group_id))
 
     # -- JoinGroup
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
@@ -548,8 +591,9 @@ class GroupCoordinator:
     def fetch_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None
                       ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """(error, offsets); `partitions` None means every committed offset of the group."""
-        if self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS, {}
+        err = self._check_group_id(group_id)
+        if err != E.NONE:
+            return err, {}
         group = self.groups.get(group_id)
         offsets = {} if group is None else group.offsets
         if partitions is None:

@@ -33,6 +33,10 @@ class GroupStore(Protocol):
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]: ...
 
+    def read_partition(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...
+
+    def partition_for(self, group_id: str) -> int: ...
+
 
 class MemoryGroupStore:
     """A GroupStore in a list (unit tests)."""
@@ -51,6 +55,12 @@ class MemoryGroupStore:
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
         for _, k, v in self.records:
             yield k, v
+
+    def partition_for(self, group_id: str) -> int:
+        return 0
+
+    def read_partition(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        return self.read_all()
 
 
 def _offset_key(group_id: str, tp: tuple[str, int]) -> bytes:
@@ -135,12 +145,14 @@ class GroupMetadataManager:
         return reference + self.retention_ms <= now_ms
 
     # -- load
-    def load(self, now_ms: int) -> list[GroupMetadata]:
-        """Replay the store into memory; returns the groups that have members."""
+    def load(self, now_ms: int,
+             records: Iterable[tuple[bytes, bytes | None]] | None = None) -> list[GroupMetadata]:
+        """Replay the store (or `records`, one partition's) into memory; returns the groups
+        that have members."""
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         values: dict[str, gr.GroupMetadataValue | None] = {}
         count = 0
-        for key_bytes, value_bytes in self.store.read_all():
+        for key_bytes, value_bytes in (self.store.read_all() if records is None else records):
             count += 1
             try:
                 key = gr.decode_key(key_bytes)

@@ -3,12 +3,16 @@
 A group lives in partition `abs(java_hash(group_id)) % offsets.topic.num.partitions`,
 Kafka's `Utils.abs(groupId.hashCode) % n`, so a kbroker data directory maps groups
 to partitions as Kafka would. Records use Kafka's key/value formats
-(group_records.py) in ordinary uncompressed batches appended with
-Log.append_as_leader; reading back is a scan of each partition from its log start.
+(group_records.py) in ordinary uncompressed batches appended through the partition's
+leader (ReplicaManager: a single broker leads them all; in a cluster, the coordinator
+of a group is the leader of its partition); reading back is a scan of a partition from
+its log start. In a cluster, a write is acknowledged once it is replicated (the high
+watermark passed it), as Kafka appends offsets with acks=all: `wait_replicated`.
 
 Like Kafka, the topic is created on first need (FindCoordinator for a group, or a
-group write), with `cleanup.policy=compact` and `offsets.topic.segment.bytes`,
-never by Metadata auto-creation; Metadata lists it with is_internal=True.
+group write), with `cleanup.policy=compact`, `offsets.topic.segment.bytes` and
+`offsets.topic.replication.factor`, never by Metadata auto-creation; Metadata lists
+it with is_internal=True.
 
 Lock: the broker's event-loop thread only.
 """
@@ -16,30 +20,20 @@ Lock: the broker's event-loop thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import Any
 
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.builder import build_batch
 from kbroker.records.record_iter import iter_batches
+from kbroker.utils.java_hash import java_abs, java_string_hash
 
 log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 _READ_CHUNK = 4 * 1024 * 1024
-
-
-def java_string_hash(s: str) -> int:
-    """java.lang.String.hashCode over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def java_abs(n: int) -> int:
-    """Kafka's Utils.abs: Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(2**31) else abs(n)
 
 
 class OffsetsTopic:
@@ -61,37 +55,64 @@ class OffsetsTopic:
     def exists(self) -> bool:
         return self.broker.topics.get(GROUP_METADATA_TOPIC_NAME) is not None
 
-    def ensure_created(self) -> None:
+    def ensure_created(self) -> bool:
+        """True once the topic exists; else start creating it (a cluster creates it in the
+        background: False until its partitions have leaders)."""
         if self.exists:
-            return
+            return True
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self.config.offsets_topic_segment_bytes),
         }
-        self.broker.create_topic(GROUP_METADATA_TOPIC_NAME, self.config.offsets_topic_num_partitions, configs)
+        return self.broker.create_internal_topic(
+            GROUP_METADATA_TOPIC_NAME, self.config.offsets_topic_num_partitions,
+            self.broker.offsets_topic_replication_factor, configs)
 
     def append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Append records for one group to its partition. Raises on a storage failure."""
+        """Append records for one group to its partition (this broker must lead it).
+        Raises KafkaError (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, ...) on failure."""
         if not records:
             return
-        self.ensure_created()
-        partition = self.partition_for(group_id)
-        plog = self.broker.get_log(GROUP_METADATA_TOPIC_NAME, partition)
-        if plog is None:
-            raise RuntimeError(f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no log")
+        if not self.ensure_created():
+            raise KafkaError(f"{GROUP_METADATA_TOPIC_NAME} is being created",
+                             ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id))
+        partition = self.broker.replica_manager.leader_partition(tp)
         batch = build_batch([(key, value, 0, ()) for key, value in records], self.broker.time.milliseconds())
-        plog.append_as_leader(batch, leader_epoch=0)
-        self.broker.append_notifier.notify(plog.topic_partition)
+        partition.append_records_to_leader(batch, acks=1, min_insync_replicas=1)
+
+    def wait_replicated(self, group_id: str, timeout_s: float) -> Awaitable[int] | None:
+        """After a write: wait until the group's partition is replicated up to its log end
+        (cluster mode); None when it already is. Resolves to an error code (NONE,
+        REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, ...)."""
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, self.partition_for(group_id))
+        partition = self.broker.replica_manager.get_partition(tp)
+        if partition is None or partition.log is None:
+            return None
+        end = partition.log.log_end_offset
+        if partition.log.high_watermark >= end:
+            return None
+        waited = partition.wait_for_high_watermark(end, 1, timeout_s)
+        if isinstance(waited, int):
+            return None if waited == ErrorCode.NONE else _completed(waited)
+        return waited
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Every (key, value) record of every partition, in log order per partition."""
         if not self.exists:
             return
         for partition in range(self.num_partitions):
-            plog = self.broker.get_log(GROUP_METADATA_TOPIC_NAME, partition)
-            if plog is not None:
-                yield from read_partition(plog)
+            yield from self.read_partition(partition)
+
+    def read_partition(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        plog = self.broker.log_manager.get_log(TopicPartition(GROUP_METADATA_TOPIC_NAME, partition))
+        if plog is not None:
+            yield from read_partition(plog)
+
+
+async def _completed(code: int) -> int:
+    return code
 
 
 def read_partition(plog: Any) -> Iterator[tuple[bytes, bytes | None]]:

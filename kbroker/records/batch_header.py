@@ -85,3 +85,17 @@ class BatchHeader(NamedTuple):
         if self.base_sequence < 0:
             return -1
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def complete_batches_size(buf: bytes | bytearray | memoryview) -> int:
+    """The length of the whole batches at the start of `buf`: a fetch response may end
+    with the beginning of a batch that did not fit (a consumer skips it; a follower
+    appends only what precedes it, as Kafka's MemoryRecords.batches() stops there)."""
+    view = memoryview(buf)
+    pos, end = 0, len(view)
+    while pos + LOG_OVERHEAD <= end:
+        size = LOG_OVERHEAD + int.from_bytes(view[pos + LENGTH_POS:pos + LENGTH_POS + 4], "big", signed=True)
+        if size < HEADER_SIZE or pos + size > end:
+            break
+        pos += size
+    return pos

@@ -26,7 +26,10 @@ from typing import Any
 
 from kbroker.protocol.api_key import ApiKey
 from kbroker.server.apis import alter_configs as alter_configs
+from kbroker.server.apis import alter_partition as alter_partition
+from kbroker.server.apis import alter_partition_reassignments as alter_partition_reassignments
 from kbroker.server.apis import api_versions as api_versions
+from kbroker.server.apis import controlled_shutdown as controlled_shutdown
 from kbroker.server.apis import create_partitions as create_partitions
 from kbroker.server.apis import create_topics as create_topics
 from kbroker.server.apis import delete_groups as delete_groups
@@ -35,23 +38,29 @@ from kbroker.server.apis import delete_topics as delete_topics
 from kbroker.server.apis import describe_cluster as describe_cluster
 from kbroker.server.apis import describe_configs as describe_configs
 from kbroker.server.apis import describe_groups as describe_groups
+from kbroker.server.apis import describe_log_dirs as describe_log_dirs
 from kbroker.server.apis import describe_topic_partitions as describe_topic_partitions
+from kbroker.server.apis import elect_leaders as elect_leaders
 from kbroker.server.apis import fetch as fetch
 from kbroker.server.apis import find_coordinator as find_coordinator
 from kbroker.server.apis import heartbeat as heartbeat
 from kbroker.server.apis import incremental_alter_configs as incremental_alter_configs
 from kbroker.server.apis import init_producer_id as init_producer_id
 from kbroker.server.apis import join_group as join_group
+from kbroker.server.apis import leader_and_isr as leader_and_isr
 from kbroker.server.apis import leave_group as leave_group
 from kbroker.server.apis import list_groups as list_groups
 from kbroker.server.apis import list_offsets as list_offsets
+from kbroker.server.apis import list_partition_reassignments as list_partition_reassignments
 from kbroker.server.apis import metadata as metadata
 from kbroker.server.apis import offset_commit as offset_commit
 from kbroker.server.apis import offset_delete as offset_delete
 from kbroker.server.apis import offset_fetch as offset_fetch
 from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epoch
 from kbroker.server.apis import produce as produce
+from kbroker.server.apis import stop_replica as stop_replica
 from kbroker.server.apis import sync_group as sync_group
+from kbroker.server.apis import update_metadata as update_metadata
 from kbroker.server.request_context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
@@ -101,5 +110,29 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster),
         _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions),
+        _spec(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, describe_log_dirs),
+        _spec(ApiKey.ELECT_LEADERS, 0, 2, elect_leaders),
+        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments),
+        _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments),
     )
 }
+
+# Cluster mode adds the APIs brokers send each other: the controller's LeaderAndIsr,
+# UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
+CLUSTER_API_TABLE: dict[int, ApiSpec] = {
+    **API_TABLE,
+    **{
+        s.api_key: s
+        for s in (
+            _spec(ApiKey.LEADER_AND_ISR, 0, 7, leader_and_isr),
+            _spec(ApiKey.STOP_REPLICA, 0, 4, stop_replica),
+            _spec(ApiKey.UPDATE_METADATA, 0, 8, update_metadata),
+            _spec(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, controlled_shutdown),
+            _spec(ApiKey.ALTER_PARTITION, 0, 3, alter_partition),
+        )
+    },
+}
+
+
+def api_table(clustered: bool) -> dict[int, ApiSpec]:
+    return CLUSTER_API_TABLE if clustered else API_TABLE

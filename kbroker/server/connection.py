@@ -44,7 +44,7 @@ from kbroker.protocol.codec import DecodeError, Reader, Writer
 from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
-from kbroker.server.api_table import API_TABLE, ApiSpec
+from kbroker.server.api_table import ApiSpec
 from kbroker.server.apis import api_versions
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 from kbroker.server.response_writer import ResponseWriter
@@ -272,7 +272,7 @@ class Connection:
             self.close()
             return
         api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
-        spec = API_TABLE.get(api_key)
+        spec = self.server.api_table.get(api_key)
         if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
             # KIP-511: answer in the v0 format, without parsing the body.
             slot = self._new_slot(api_key, 0, correlation_id, len(frame))

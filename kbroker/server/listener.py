@@ -22,6 +22,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from kbroker.config import Listener
+from kbroker.server.api_table import api_table
 from kbroker.server.connection import RECV_CHUNK, Connection
 from kbroker.server.request_queue import RequestQueue
 
@@ -120,6 +121,7 @@ class SocketServer:
     def __init__(self, broker: BrokerState, loop: asyncio.AbstractEventLoop) -> None:
         self.broker = broker
         self.loop = loop
+        self.api_table = api_table(broker.clustered)
         self.listeners: list[BoundListener] = []
         self.connections: set[Connection] = set()
         # Every connection's recv_into lands here (one socket read at a time on this loop),

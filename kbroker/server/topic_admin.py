@@ -106,10 +106,11 @@ def resolve_replication_factor(broker: BrokerState, replication_factor: int) -> 
             ErrorCode.INVALID_REPLICATION_FACTOR,
             "Replication factor must be larger than 0, or -1 to use the default value.",
         )
-    if rf > 1:
+    live = len(broker.cluster.alive_brokers())
+    if rf > live:
         raise AdminError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Replication factor: {rf} larger than available brokers: 1.",
+            f"Replication factor: {rf} larger than available brokers: {live}.",
         )
     return rf
 
@@ -165,9 +166,10 @@ def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
     manager = broker.log_manager
     tps = [TopicPartition(info.name, p) for p in range(info.partitions)]
     manager.delete_logs(tps)
+    broker.replica_manager.forget(tps)
     for tp in tps:
         broker.append_notifier.notify(tp)
-    broker.topics.delete(info.name)
+    broker.local_registry().delete(info.name)
     manager.topic_configs.pop(info.name, None)
     broker.group_coordinator.on_topic_deleted(info.name)
 
@@ -188,25 +190,30 @@ def check_new_partition_count(info: TopicInfo, count: int) -> None:
 def add_partitions(broker: BrokerState, info: TopicInfo, count: int) -> None:
     """Grow the topic to `count` partitions (checked by check_new_partition_count)."""
     old = info.partitions
+    registry = broker.local_registry()
     try:
-        broker.topics.set_partitions(info.name, count)
+        registry.set_partitions(info.name, count)
     except OSError as e:  # nothing was kept: the registry undid it in memory
         raise KafkaStorageError(f"cannot write the topic registry: {e}") from e
     try:
         broker.create_logs(info, range(old, count))
     except BaseException:
-        broker.topics.set_partitions_in_memory(info.name, old)
+        registry.set_partitions_in_memory(info.name, old)
         try:
-            broker.topics.save()
+            registry.save()
         except OSError as e:  # a restart creates the logs the registry lists
             log.warning("could not restore %s to %d partitions in the registry: %s", info.name, old, e)
         raise
 
 
 def set_topic_configs(broker: BrokerState, info: TopicInfo, overrides: Mapping[str, str]) -> None:
-    """Replace the topic's overrides: persist them, then apply them to its live logs."""
+    """Replace the topic's overrides: persist them, then apply them to its live logs (in a
+    cluster: write them to ZooKeeper, from where every broker applies them)."""
     config = topic_config(broker, overrides)
-    broker.topics.set_configs(info.name, dict(overrides))
+    if broker.zk_broker is not None:
+        broker.zk_broker.change_topic_config(info.name, dict(overrides))
+        return
+    broker.local_registry().set_configs(info.name, dict(overrides))
     broker.log_manager.update_topic_config(info.name, config)
 
 

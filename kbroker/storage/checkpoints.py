@@ -5,7 +5,8 @@
     my-topic 0 1234        <- topic partition offset
     my-topic 1 99
 
-Used for recovery-point-offset-checkpoint and log-start-offset-checkpoint in each
+Used for recovery-point-offset-checkpoint, log-start-offset-checkpoint and (in cluster
+mode, where the high watermark trails the log end) replication-offset-checkpoint in each
 log dir. Written atomically: <file>.tmp, fsync, rename, fsync of the directory.
 """
 
@@ -16,6 +17,7 @@ from kbroker.utils.atomic_file import write_atomically
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 VERSION = 0
 
 

@@ -69,16 +69,20 @@ class LeaderEpochFileCache:
         return epoch
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(largest epoch <= requested, its end offset); (-1, -1) when unknown (Kafka's
-        UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET)."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """OffsetForLeaderEpoch, as Kafka's LeaderEpochFileCache.endOffsetFor:
+        the latest epoch -> (it, the log end offset); an epoch between two known ones ->
+        (the largest known <= it, the start of the next); one below every known epoch ->
+        (itself, the start of the first); one above the latest, or none known -> (-1, -1)
+        (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)."""
+        if epoch < 0 or not self.entries:
             return -1, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        for i, (e, _start) in enumerate(self.entries):
-            nxt = self.entries[i + 1]
-            if e <= epoch < nxt[0]:
-                return e, nxt[1]
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        floor: tuple[int, int] | None = None
+        for e, start in self.entries:
+            if e > epoch:
+                return (floor[0] if floor is not None else epoch), start
+            floor = (e, start)
         return -1, -1
 
     def truncate_from_end(self, end_offset: int) -> None:

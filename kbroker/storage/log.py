@@ -225,6 +225,8 @@ class Log:
             raise self._io_failed(f"appending to {self.topic_partition}", e) from e
         if assign:
             self.leader_epoch_cache.assign(leader_epoch, first)
+        else:
+            self.producer_state.update_from_follower(view)
         if producer_append is not None:
             producer_append.complete(first)
         if self.auto_high_watermark:

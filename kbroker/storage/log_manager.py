@@ -4,6 +4,7 @@ On disk, per log dir:
     <dir>/<topic>-<partition>/...               one Log (see log_loader.py)
     <dir>/recovery-point-offset-checkpoint      Kafka's checkpoint format
     <dir>/log-start-offset-checkpoint
+    <dir>/replication-offset-checkpoint         high watermarks (cluster mode only)
     <dir>/.kafka_cleanshutdown                  written last by shutdown(); removed
                                                 once startup() has loaded the dir
     <dir>/<topic>-<partition>.<uuid hex>-delete  a deleted partition awaiting removal
@@ -30,6 +31,7 @@ from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
 from kbroker.storage.errors import KafkaStorageError
@@ -61,6 +63,7 @@ class LogManager:
         recovery_threads: int = 2,
         topic_configs: dict[str, LogConfig] | None = None,
         open_segment_files_max: int = -1,
+        replicated: bool = False,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
@@ -70,6 +73,11 @@ class LogManager:
         self.retention_check_interval_ms = retention_check_interval_ms
         self.recovery_threads = max(recovery_threads, 1)
         self.topic_configs = dict(topic_configs or {})
+        # Cluster mode: high watermarks follow the followers (Partition drives them) and
+        # are checkpointed in replication-offset-checkpoint; a single broker's high
+        # watermark is its log end offset.
+        self.replicated = replicated
+        self._high_watermarks: dict[TopicPartition, int] = {}
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self.deleter = FileDeleter(time)
@@ -97,6 +105,8 @@ class LogManager:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
             recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
             starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT)
+            if self.replicated:
+                self._high_watermarks.update(self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT))
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
@@ -270,6 +280,9 @@ class LogManager:
 
     def _publish(self, tp: TopicPartition, lg: Log, log_dir: str) -> None:
         lg.segments.use_file_cache(self.file_cache)
+        if self.replicated:
+            lg.auto_high_watermark = False
+            lg.update_high_watermark(self._high_watermarks.pop(tp, 0))
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
         lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)
@@ -382,6 +395,9 @@ class LogManager:
         try:
             OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(recovery)
             OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
+            if self.replicated:
+                hws = {tp: self._logs[tp].high_watermark for tp in tps}
+                OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(hws)
         except OSError as e:
             self.failures.report(d, "writing checkpoints", e)
             raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e

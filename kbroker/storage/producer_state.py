@@ -201,6 +201,15 @@ class ProducerStateManager:
                           h.max_timestamp)
         self.map_end_offset = max(self.map_end_offset, last_offset + 1)
 
+    def update_from_follower(self, buf: memoryview) -> None:
+        """A follower appended the leader's batches (offsets already assigned): record
+        them, so that after a failover this replica dedupes retries as the old leader
+        did. Nothing to do while the state is not loaded: loading reads the log."""
+        if not self.loaded:
+            return
+        for h in _headers(buf):
+            self.update(h, h.base_offset)
+
     # -- loading
     def ensure_loaded(self, plog: Log) -> None:
         if self.loaded:

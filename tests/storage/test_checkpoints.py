@@ -57,11 +57,13 @@ def test_leader_epoch_cache(tmp_path: object) -> None:
     c.assign(2, 100)
     c.assign(1, 50)  # stale epoch: ignored
     c.assign(5, 300)
+    assert c.end_offset_for(-1, 400) == (-1, -1)
     assert c.entries == [(0, 0), (2, 100), (5, 300)]
     assert c.end_offset_for(0, 400) == (0, 100)
     assert c.end_offset_for(1, 400) == (0, 100)
     assert c.end_offset_for(3, 400) == (2, 300)
-    assert c.end_offset_for(7, 400) == (5, 400)
+    assert c.end_offset_for(5, 400) == (5, 400)
+    assert c.end_offset_for(7, 400) == (-1, -1)  # above the latest: unknown (Kafka's answer)
     assert c.epoch_for_offset(150) == 2
     c.flush()
     assert open(c.path).read() == "0\n3\n0 0\n2 100\n5 300\n"

@@ -25,7 +25,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    from kbroker.server.api_table import API_TABLE
+    from kbroker.server.api_table import api_table
 
     if ctx.api_version >= 3 and not (
         _SOFTWARE.match(request.client_software_name)
@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsRespo
         ApiVersionsResponse.ApiVersion(
             api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version
         )
-        for _key, spec in sorted(API_TABLE.items())
+        for _key, spec in sorted(api_table(ctx.broker.clustered).items())
     ]
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
 

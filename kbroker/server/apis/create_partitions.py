@@ -20,7 +20,7 @@ from kbroker.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
 )
-from kbroker.server import topic_admin
+from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 
@@ -29,14 +29,17 @@ log = logging.getLogger(__name__)
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
         try:
             if counts[topic.name] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            _grow(ctx, topic, request.validate_only)
+            if ctx.broker.clustered:
+                await _grow_in_cluster(ctx, topic, request.validate_only, request.timeout_ms)
+            else:
+                _grow(ctx, topic, request.validate_only)
             results.append(Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
         except AdminError as e:
             results.append(Result(name=topic.name, error_code=e.error_code, error_message=e.message))
@@ -49,6 +52,34 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreateParti
             results.append(Result(name=topic.name, error_code=code or ErrorCode.UNKNOWN_SERVER_ERROR,
                                   error_message=str(e) or None))
     return CreatePartitionsResponse(results=results)
+
+
+async def _grow_in_cluster(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic,
+                           validate_only: bool, timeout_ms: int) -> None:
+    broker = ctx.broker
+    cluster_admin.check_controller(broker)
+    info = topic_admin.find_topic(broker, topic.name)
+    topic_admin.check_new_partition_count(info, topic.count)
+    existing = broker.cluster.partitions(info)
+    rf = len(existing[0].replicas) if existing else 1
+    added = topic.count - info.partitions
+    if topic.assignments:
+        if len(topic.assignments) != added:
+            raise AdminError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Increasing the number of partitions by {added} but {len(topic.assignments)} "
+                "assignments provided.")
+        new = {info.partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
+        if cluster_admin.check_assignment(broker, new) != rf:
+            raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Inconsistent replication factor between partitions, partition 0 has {rf}.")
+    else:
+        topic_admin.resolve_replication_factor(broker, rf)
+        new = cluster_admin.plan_assignment(broker, added, rf, first_partition=info.partitions)
+    if validate_only:
+        return
+    await cluster_admin.add_partitions(broker, info, new, timeout_ms)
+    log.info("topic %s now has %d partitions", topic.name, topic.count)
 
 
 def _grow(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic,

@@ -9,6 +9,11 @@ other values below 1 -> INVALID_PARTITIONS; replication_factor -1 means
 one naming another broker -> INVALID_REPLICA_ASSIGNMENT; an unknown, null or
 ill-typed config -> INVALID_CONFIG.
 
+In a cluster only the controller answers (see server/cluster_admin.py); the
+replication factor may be up to the number of live brokers, an explicit assignment
+must name live brokers, and the answer waits (timeout_ms) until the topic's
+partitions have leaders.
+
 v5+ answers with the partition count, replication factor and every config of
 the topic (as DescribeConfigs would, without synonyms), also for validate_only;
 v7 with the new topic id.
@@ -23,7 +28,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from kbroker.server import topic_admin
+from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.config_describe import describe_topic
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
@@ -34,7 +39,7 @@ Result = CreateTopicsResponse.CreatableTopicResult
 ConfigResult = CreateTopicsResponse.CreatableTopicConfigs
 
 
-def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(t.name for t in request.topics)
     validate_only = ctx.api_version >= 1 and request.validate_only
     results = []
@@ -44,7 +49,7 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsRes
                                   "Create topics request contains multiple entries for the topic."))
             continue
         try:
-            results.append(_create(ctx, topic, validate_only))
+            results.append(await _create(ctx, topic, validate_only, request.timeout_ms))
         except AdminError as e:
             results.append(_error(topic.name, e.error_code, e.message))
         except Exception as e:
@@ -57,8 +62,11 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsRes
     return CreateTopicsResponse(topics=results)
 
 
-def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool) -> Result:
+async def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
+                  validate_only: bool, timeout_ms: int) -> Result:
     broker = ctx.broker
+    if broker.clustered:
+        cluster_admin.check_controller(broker)
     topic_admin.check_new_topic_name(broker, topic.name)
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -67,19 +75,27 @@ def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, vali
                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
                 "Both cannot be used at the same time.",
             )
-        partitions, rf = _from_assignments(ctx, topic.assignments)
+        assignment = _from_assignments(ctx, topic.assignments)
+        partitions, rf = len(assignment), len(assignment[0])
     else:
         partitions = topic_admin.resolve_partitions(broker, topic.num_partitions)
         rf = topic_admin.resolve_replication_factor(broker, topic.replication_factor)
-    topic_admin.check_broker_partitions(broker, partitions)
+        assignment = (cluster_admin.plan_assignment(broker, partitions, rf) if broker.clustered
+                      else {p: [broker.node_id] for p in range(partitions)})
+    if not broker.clustered:
+        topic_admin.check_broker_partitions(broker, partitions)
     config = topic_admin.topic_config(broker, {c.name: c.value for c in topic.configs})
     overrides = {c.name: c.value or "" for c in topic.configs}
     topic_id = ZERO_UUID
     if not validate_only:
         if broker.shutting_down:
             raise AdminError(ErrorCode.NOT_CONTROLLER, "The broker is shutting down.")
-        info = broker.create_topic(topic.name, partitions, overrides)
-        topic_id = info.topic_id
+        if broker.clustered:
+            info = await cluster_admin.create_topic(broker, topic.name, assignment, overrides, timeout_ms)
+        else:
+            info = broker.create_topic(topic.name, partitions, overrides)
+        if info is not None:
+            topic_id = info.topic_id
     configs = [
         ConfigResult(
             name=d.name,
@@ -103,7 +119,7 @@ def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, vali
 
 def _from_assignments(
     ctx: RequestContext, assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
-) -> tuple[int, int]:
+) -> dict[int, list[int]]:
     topic_admin.check_partition_limit(len(assignments))
     indexes = sorted(a.partition_index for a in assignments)
     if indexes != list(range(len(assignments))):
@@ -111,9 +127,13 @@ def _from_assignments(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "Partitions should be a consecutive 0-based integer sequence.",
         )
-    for a in assignments:
-        topic_admin.check_assignment(ctx.broker, a.broker_ids, a.partition_index)
-    return len(assignments), 1
+    assignment = {a.partition_index: list(a.broker_ids) for a in assignments}
+    if ctx.broker.clustered:
+        cluster_admin.check_assignment(ctx.broker, assignment)
+    else:
+        for p, ids in assignment.items():
+            topic_admin.check_assignment(ctx.broker, ids, p)
+    return assignment
 
 
 def _error(name: str, code: int, message: str | None) -> Result:

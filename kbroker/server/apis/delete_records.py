@@ -15,6 +15,7 @@ import logging
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from kbroker.server.request_context import RequestContext
 
@@ -36,9 +37,10 @@ def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsR
 
 
 def _delete(ctx: RequestContext, topic: str, p: DeleteRecordsRequest.DeleteRecordsPartition) -> PartitionResult:
-    plog = ctx.broker.get_log(topic, p.partition_index)
-    if plog is None:
-        return _error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        plog = ctx.broker.replica_manager.leader_log(TopicPartition(topic, p.partition_index))
+    except KafkaError as e:
+        return _error(p.partition_index, e.error_code)
     if not plog.config.delete:
         return _error(p.partition_index, ErrorCode.POLICY_VIOLATION)
     offset = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset

@@ -18,7 +18,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.metadata.topic_registry import TopicInfo
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from kbroker.server import topic_admin
+from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 Result = DeleteTopicsResponse.DeletableTopicResult
 
 
-def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     wanted = _requested(request, ctx.api_version)
     counts = Counter(wanted)
     results = []
@@ -35,8 +35,13 @@ def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsRes
         try:
             if counts[(name, topic_id)] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if ctx.broker.clustered:
+                cluster_admin.check_controller(ctx.broker)
             info = _find(ctx, name, topic_id)
-            topic_admin.delete_topic(ctx.broker, info)
+            if ctx.broker.clustered:
+                await _delete_in_cluster(ctx, info, request.timeout_ms)
+            else:
+                topic_admin.delete_topic(ctx.broker, info)
             log.info("deleted topic %s (id %s)", info.name, info.topic_id)
             results.append(Result(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE))
         except AdminError as e:
@@ -47,6 +52,15 @@ def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsRes
             results.append(Result(name=name, topic_id=topic_id,
                                   error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)))
     return DeleteTopicsResponse(responses=results)
+
+
+async def _delete_in_cluster(ctx: RequestContext, info: TopicInfo, timeout_ms: int) -> None:
+    """Cluster mode: the controller marks the topic for deletion in ZooKeeper and answers
+    once this broker's metadata no longer has it (timeout_ms)."""
+    if not ctx.broker.config.delete_topic_enable:
+        raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+    topic_admin.check_not_internal(info, "marked for deletion")
+    await cluster_admin.delete_topic(ctx.broker, info, timeout_ms)
 
 
 def _requested(request: DeleteTopicsRequest, version: int) -> list[tuple[str | None, uuid.UUID]]:

@@ -31,18 +31,18 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
             cluster_id=broker.cluster_id,
             controller_id=-1,
         )
-    host, port = broker.advertised_endpoint(ctx.listener_name)
     ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else UNSET_OPERATIONS
     return DescribeClusterResponse(
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.cluster.controller_id,
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack
-            )
+                broker_id=node.broker_id, host=endpoint[0], port=endpoint[1], rack=node.rack)
+            for node in broker.cluster.alive_brokers()
+            if (endpoint := node.endpoints.get(ctx.listener_name)) is not None
         ],
         cluster_authorized_operations=ops,
     )

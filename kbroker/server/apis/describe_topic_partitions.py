@@ -64,7 +64,6 @@ def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> Resp
 
 
 def _describe(ctx: RequestContext, info: TopicInfo, start: int, end: int) -> Topic:
-    node = ctx.broker.node_id
     return Topic(
         error_code=ErrorCode.NONE,
         name=info.name,
@@ -72,17 +71,17 @@ def _describe(ctx: RequestContext, info: TopicInfo, start: int, end: int) -> Top
         is_internal=info.is_internal,
         partitions=[
             Partition(
-                error_code=ErrorCode.NONE,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=[node],
-                isr_nodes=[node],
+                error_code=ErrorCode.NONE if pm.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=pm.partition,
+                leader_id=pm.leader,
+                leader_epoch=pm.leader_epoch,
+                replica_nodes=list(pm.replicas),
+                isr_nodes=list(pm.isr),
                 eligible_leader_replicas=[],
                 last_known_elr=[],
-                offline_replicas=[],
+                offline_replicas=list(pm.offline_replicas),
             )
-            for p in range(start, end)
+            for pm in ctx.broker.cluster.partitions(info) if start <= pm.partition < end
         ],
         topic_authorized_operations=TOPIC_OPERATIONS,
     )

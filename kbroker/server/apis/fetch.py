@@ -16,6 +16,14 @@ the id is unknown). Forgotten topics and session epochs are ignored: a client
 that asks for a session gets session_id 0 and keeps sending full fetches.
 read_committed returns an empty aborted_transactions list (transactions are
 another issue); read_uncommitted returns null, as Kafka does.
+
+Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; `current_leader_epoch`
+older than the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH). A
+follower's Fetch (`replica_id` >= 0, cluster mode) reads up to the log end offset,
+not the high watermark, and its fetch offset tells the leader how far that follower
+has copied (Partition.update_follower_fetch_state: ISR expansion, high watermark);
+an out-of-range answer to a follower carries the leader's log start offset and high
+watermark so that it can start over.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from kbroker.cluster.partition import Partition
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.server.request_context import RequestContext
@@ -38,7 +48,6 @@ TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
 
 READ_COMMITTED = 1
-LEADER_EPOCH = 0
 
 
 def _now_ms() -> int:
@@ -87,6 +96,9 @@ def _read_once(
 def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, int, bool, list[Any]]:
     broker = ctx.broker
     version = ctx.api_version
+    replica_id = _replica_id(request, version)
+    if replica_id >= 0 and not broker.clustered:
+        replica_id = -1  # a single broker has no followers: treat it as a consumer
     committed = request.isolation_level == READ_COMMITTED
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
@@ -103,16 +115,22 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partitions = []
         for fp in ft.partitions:
-            plog = broker.get_log(name, fp.partition) if name is not None else None
-            if plog is None:
-                code = missing if name is None or broker.topics.get(name) is None else (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
-                partitions.append(_error(fp.partition, code))
+            if name is None:
+                partitions.append(_error(fp.partition, missing))
                 error = True
                 continue
-            tps.append(plog.topic_partition)
-            pd = _read_partition(plog, fp, committed, budget - total, total == 0)
+            tp = TopicPartition(name, fp.partition)
+            try:
+                partition = broker.replica_manager.leader_partition(tp, fp.current_leader_epoch)
+            except KafkaError as e:
+                partitions.append(_error(fp.partition, e.error_code))
+                error = True
+                continue
+            tps.append(tp)
+            if replica_id >= 0:
+                pd = _read_for_follower(partition, replica_id, fp, budget - total, total == 0)
+            else:
+                pd = _read_partition(partition.local_log(), fp, committed, budget - total, total == 0)
             if pd.error_code:
                 error = True
             else:
@@ -123,13 +141,41 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
     return response, total, error, tps
 
 
+def _replica_id(request: FetchRequest, version: int) -> int:
+    if version >= 15:
+        state = request.replica_state
+        return state.replica_id if state is not None else -1
+    return request.replica_id
+
+
+def _read_for_follower(partition: Partition, replica_id: int, fp: FetchRequest.FetchPartition,
+                       budget: int, first: bool) -> PartitionData:
+    """A follower's fetch: everything up to the log end; its offset moves its progress."""
+    plog = partition.local_log()
+    leo = plog.log_end_offset
+    if fp.fetch_offset < plog.log_start_offset or fp.fetch_offset > leo:
+        pd = _error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+        pd.log_start_offset, pd.high_watermark = plog.log_start_offset, plog.high_watermark
+        return pd
+    partition.update_follower_fetch_state(replica_id, fp.fetch_offset, leo)
+    pd = PartitionData(
+        partition_index=fp.partition, error_code=ErrorCode.NONE,
+        high_watermark=plog.high_watermark, last_stable_offset=plog.last_stable_offset,
+        log_start_offset=plog.log_start_offset, records=b"")
+    max_bytes = max(0, min(fp.partition_max_bytes, budget))
+    try:
+        data = plog.read(fp.fetch_offset, max_bytes, max_offset=leo, min_one_message=first)
+    except KafkaError as e:
+        pd.error_code = e.error_code
+        return pd
+    if data.records is not None and data.records.size > 0:
+        pd.records = data.records
+    return pd
+
+
 def _read_partition(
     plog: Any, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool
 ) -> PartitionData:
-    if fp.current_leader_epoch > LEADER_EPOCH:
-        return _error(fp.partition, ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if 0 <= fp.current_leader_epoch < LEADER_EPOCH:
-        return _error(fp.partition, ErrorCode.FENCED_LEADER_EPOCH)
     high_watermark = plog.high_watermark
     last_stable = plog.last_stable_offset
     max_offset = last_stable if committed else high_watermark

@@ -1,8 +1,11 @@
-"""FindCoordinator (key 10), v0-6: this broker coordinates every group.
+"""FindCoordinator (key 10), v0-6: which broker coordinates a group.
 
-key_type 0 (group): our node, after creating __consumer_offsets if needed (as
-Kafka does on first lookup). key_type 1 (transaction): COORDINATOR_NOT_AVAILABLE
-until transactions exist. v4+ batches keys in `coordinator_keys` (KIP-699).
+key_type 0 (group): the leader of the group's __consumer_offsets partition (on a
+single broker, this one), after creating the topic if needed (as Kafka does on first
+lookup; in a cluster that takes a moment: COORDINATOR_NOT_AVAILABLE meanwhile, and
+while the partition has no leader). key_type 1 (transaction):
+COORDINATOR_NOT_AVAILABLE until transactions exist. v4+ batches keys in
+`coordinator_keys` (KIP-699).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import logging
 
 from kbroker.common.error_code import ErrorCode
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME
 from kbroker.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -34,21 +39,32 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordina
 
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    broker = ctx.broker
     if key_type == GROUP:
         coord = coordinator(ctx)
         if coord.loading:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
-            ctx.broker.offsets_topic.ensure_created()
+            created = broker.offsets_topic.ensure_created()
         except Exception:
             log.exception("creating __consumer_offsets failed")
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not created:
+            return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          "the group coordinator's topic __consumer_offsets is being created")
+        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, broker.offsets_topic.partition_for(key))
     elif key_type == TRANSACTION:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet")
     else:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
-    host, port = ctx.broker.advertised_endpoint(ctx.listener_name)
-    return Coordinator(key=key, node_id=ctx.broker.node_id, host=host, port=port,
+    # The coordinator is the leader of the key's partition (this broker, on a single one).
+    pm = broker.cluster.partition(tp)
+    node = broker.cluster.broker(pm.leader) if pm is not None and pm.leader >= 0 else None
+    endpoint = node.endpoints.get(ctx.listener_name) if node is not None else None
+    if node is None or endpoint is None:
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                      f"{tp} has no leader at the moment")
+    return Coordinator(key=key, node_id=node.broker_id, host=endpoint[0], port=endpoint[1],
                        error_code=ErrorCode.NONE, error_message=None)
 
 

@@ -3,14 +3,18 @@
 A new producer gets a fresh producer id with epoch 0. KIP-360 (v3+): a producer
 that sends its current producer id and epoch gets the same id with the epoch
 bumped (a fresh id once the epoch would overflow), which resets its sequences on
-every partition. A transactional id answers COORDINATOR_NOT_AVAILABLE until
+every partition. In a cluster, where any broker may get the request, every producer
+gets a new id (as Kafka answers a producer without a transactional id), from blocks
+claimed in ZooKeeper. A transactional id answers COORDINATOR_NOT_AVAILABLE until
 transactions exist.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
+from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.producer_id_manager import MAX_EPOCH
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -19,10 +23,15 @@ from kbroker.server.request_context import RequestContext
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+def handle(ctx: RequestContext, request: InitProducerIdRequest
+           ) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     if request.transactional_id is not None:
         return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     ids = ctx.broker.producer_id_manager
+    if isinstance(ids, ZkProducerIdManager):
+        # Any broker may get the request in a cluster: a new id every time, as Kafka answers
+        # a producer without a transactional id.
+        return _generate_in_cluster(ids, request, ctx.api_version)
     pid, epoch = request.producer_id, request.producer_epoch
     if ctx.api_version >= 3 and pid >= 0:
         if not ids.issued(pid) or epoch < 0:
@@ -34,6 +43,17 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerI
     except OSError:
         log.exception("persisting the producer id block failed")
         return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new_pid, producer_epoch=0)
+
+
+async def _generate_in_cluster(ids: ZkProducerIdManager, request: InitProducerIdRequest,
+                               version: int) -> InitProducerIdResponse:
+    """A cluster's ids come in blocks claimed in ZooKeeper (a round trip per 1000 ids)."""
+    try:
+        new_pid = await ids.generate()
+    except Exception as e:
+        log.warning("claiming a producer id block in ZooKeeper failed: %s", e)
+        return error_response(request, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new_pid, producer_epoch=0)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kbroker.server.request_context import RequestContext
 
@@ -29,37 +30,43 @@ READ_COMMITTED = 1
 
 def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
+    from_follower = request.replica_id >= 0 and ctx.broker.clustered
     topics = []
     for t in request.topics:
-        partitions = [_lookup(ctx, t.name, p, committed) for p in t.partitions]
+        partitions = [_lookup(ctx, t.name, p, committed, from_follower) for p in t.partitions]
         topics.append(TopicResponse(name=t.name, partitions=partitions))
     return ListOffsetsResponse(topics=topics)
 
 
 def _lookup(
-    ctx: RequestContext, topic: str, p: ListOffsetsRequest.ListOffsetsPartition, committed: bool
+    ctx: RequestContext, topic: str, p: ListOffsetsRequest.ListOffsetsPartition, committed: bool,
+    from_follower: bool = False,
 ) -> PartitionResponse:
-    plog = ctx.broker.get_log(topic, p.partition_index)
-    if plog is None:
-        return _error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if p.current_leader_epoch > 0:
-        return _error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH)
+    try:
+        partition = ctx.broker.replica_manager.leader_partition(
+            TopicPartition(topic, p.partition_index), p.current_leader_epoch)
+    except KafkaError as e:
+        return _error(p.partition_index, e.error_code)
+    plog = partition.local_log()
+    epoch = partition.leader_epoch
     ts = p.timestamp
     if ts == LATEST:
+        if from_follower:  # a replica asks for the log end, as Kafka answers it
+            return _found(p.partition_index, plog.log_end_offset, -1, epoch)
         offset = plog.last_stable_offset if committed else plog.high_watermark
-        return _found(p.partition_index, offset, -1)
+        return _found(p.partition_index, offset, -1, epoch)
     if ts == EARLIEST:
-        return _found(p.partition_index, plog.log_start_offset, -1)
+        return _found(p.partition_index, plog.log_start_offset, -1, epoch)
     if ts < 0 and ts != MAX_TIMESTAMP:
         return _error(p.partition_index, ErrorCode.INVALID_REQUEST)
     found = _by_timestamp(plog, ts)
     if found is None:
         return _found(p.partition_index, -1, -1, leader_epoch=-1)
-    offset, timestamp, epoch = found
+    offset, timestamp, found_epoch = found
     limit = plog.last_stable_offset if committed else plog.high_watermark
     if offset >= limit:
         return _found(p.partition_index, -1, -1, leader_epoch=-1)
-    return _found(p.partition_index, offset, timestamp, epoch if epoch is not None else 0)
+    return _found(p.partition_index, offset, timestamp, found_epoch if found_epoch is not None else 0)
 
 
 def _by_timestamp(plog: Any, ts: int) -> tuple[int, int, int | None] | None:

@@ -1,11 +1,19 @@
-"""Metadata (key 3), v0-12: this broker, the cluster id, and topics with partitions.
+"""Metadata (key 3), v0-12: the brokers, the controller, the cluster id, and topics
+with each partition's leader, leader epoch, replicas, ISR and offline replicas.
 
-One broker leads every partition: leader = replicas = isr = [node.id], leader
-epoch 0. Requested topics that do not exist are created when
-`auto.create.topics.enable` is on and the request allows it (v4+ flag; always
-for v0-3), with `num.partitions` partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION
-(UNKNOWN_TOPIC_ID for an unknown id, v10+). A null topic list (v1+) or an empty
-one (v0) means all topics. The controller id is our node id.
+All of it comes from the ClusterView (server/../cluster/metadata_cache.py): on a single
+broker this broker leads everything at epoch 0; in a cluster it is what the
+controller last told this broker (UpdateMetadata), so every broker answers alike and
+clients follow leadership changes by themselves. Brokers are listed with their
+endpoint for the listener the request came in on. A partition without a leader
+answers LEADER_NOT_AVAILABLE (leader -1).
+
+Requested topics that do not exist are created when `auto.create.topics.enable` is
+on and the request allows it (v4+ flag; always for v0-3), with `num.partitions`
+partitions (and `default.replication.factor` replicas in a cluster, where the answer
+is LEADER_NOT_AVAILABLE until the controller has elected leaders, as Kafka's);
+otherwise UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for an unknown id, v10+). A
+null topic list (v1+) or an empty one (v0) means all topics.
 """
 
 from __future__ import annotations
@@ -14,7 +22,6 @@ import logging
 from typing import cast
 
 from kbroker.common.error_code import ErrorCode
-from kbroker.common.topic_partition import TopicPartition
 from kbroker.metadata.topic_registry import (
     INTERNAL_TOPICS,
     InvalidTopicError,
@@ -40,11 +47,11 @@ UNSET_OPERATIONS = -(2**31)
 def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.api_version
-    host, port = broker.advertised_endpoint(ctx.listener_name)
     brokers = [
-        MetadataResponse.MetadataResponseBroker(
-            node_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack
-        )
+        MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=endpoint[0],
+                                                port=endpoint[1], rack=node.rack)
+        for node in broker.cluster.alive_brokers()
+        if (endpoint := node.endpoints.get(ctx.listener_name)) is not None
     ]
     want_ops = version >= 8 and request.include_topic_authorized_operations
     if request.topics is None or (version == 0 and not request.topics):
@@ -58,7 +65,7 @@ def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     return MetadataResponse(
         brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.cluster.controller_id,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
     )
@@ -87,11 +94,13 @@ def _requested(
     creatable = allow_create and t.name not in INTERNAL_TOPICS  # internal topics: by their coordinator
     if creatable and broker.config.auto_create_topics_enable and not broker.shutting_down:
         try:
-            info = broker.create_topic(t.name)
+            created = broker.auto_create_topic(t.name)
         except Exception:
             log.exception("auto-creating topic %s failed", t.name)
             return Topic(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, name=t.name)
-        return _describe(ctx, info, want_ops)
+        if created is None:  # a cluster creates it in the background
+            return Topic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=t.name)
+        return _describe(ctx, created, want_ops)
     return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=t.name)
 
 
@@ -99,10 +108,7 @@ def _describe(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
     """The topic's entry; encoded once per (topic state, version) and reused while all its
     partitions are online: a full Metadata of 100,000 partitions then costs one copy per
     topic instead of building and encoding 100,000 entries."""
-    manager = ctx.broker.log_manager
-    if manager.failures.offline_dirs:
-        return _build(ctx, info, want_ops)
-    state = (info.topic_id, info.partitions, bool(info.is_internal), ctx.broker.node_id)
+    state = (info.topic_id, info.partitions, bool(info.is_internal), ctx.broker.cluster.version)
     cache = ctx.broker.metadata_topic_cache
     slot = (info.name, ctx.api_version, want_ops)
     cached = cache.get(slot)
@@ -130,26 +136,18 @@ class EncodedTopic:
 
 
 def _build(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
-    node = ctx.broker.node_id
     partitions = [
         Partition(
-            error_code=ErrorCode.NONE,
-            partition_index=p,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=[node],
-            isr_nodes=[node],
-            offline_replicas=[],
+            error_code=ErrorCode.NONE if pm.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=pm.partition,
+            leader_id=pm.leader,
+            leader_epoch=pm.leader_epoch,
+            replica_nodes=list(pm.replicas),
+            isr_nodes=list(pm.isr),
+            offline_replicas=list(pm.offline_replicas),
         )
-        for p in range(info.partitions)
+        for pm in ctx.broker.cluster.partitions(info)
     ]
-    manager = ctx.broker.log_manager
-    if manager.failures.offline_dirs:
-        for part in partitions:
-            if manager.is_offline(TopicPartition(info.name, part.partition_index)):
-                # Its only replica's log dir failed: no leader, as Kafka reports it.
-                part.error_code = ErrorCode.LEADER_NOT_AVAILABLE
-                part.leader_id, part.isr_nodes, part.offline_replicas = -1, [], [node]
     return Topic(
         error_code=ErrorCode.NONE,
         name=info.name,

@@ -5,12 +5,14 @@ generation for classic groups); generation -1 with an empty member id is a
 "simple" commit, allowed while the group has no members. v2-4 retention_time_ms
 gives the offset an explicit expire timestamp; v6+ keeps committed_leader_epoch;
 the metadata string is stored as sent (OFFSET_METADATA_TOO_LARGE above
-offset.metadata.max.bytes).
+offset.metadata.max.bytes). In a cluster the answer waits until the commit is
+replicated to the ISR of the group's __consumer_offsets partition, so a coordinator
+failover never loses an acknowledged commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
@@ -21,8 +23,11 @@ from kbroker.server.request_context import RequestContext
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
+REPLICATION_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
 
-def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+
+def handle(ctx: RequestContext, request: OffsetCommitRequest
+           ) -> OffsetCommitResponse | Awaitable[OffsetCommitResponse]:
     version = ctx.api_version
     broker = ctx.broker
     now = broker.time.milliseconds()
@@ -45,6 +50,25 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
         errors.update(coordinator(ctx).commit_offsets(
             request.group_id, request.member_id, instance_id,
             request.generation_id_or_member_epoch, offsets))
+        if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
+            waited = broker.offsets_topic.wait_replicated(request.group_id, REPLICATION_TIMEOUT_S)
+            if waited is not None:
+                return _after_replication(request, errors, waited)
+    return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+async def _after_replication(request: OffsetCommitRequest, errors: dict[tuple[str, int], int],
+                             waited: Awaitable[int]) -> OffsetCommitResponse:
+    """Cluster mode: the commit is acknowledged once replicated (acks=all, as Kafka's);
+    a failed wait maps as Kafka maps its append errors for offset commits."""
+    code = await waited
+    if code != ErrorCode.NONE:
+        mapped = (ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                  else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        errors = {tp: (mapped if e == ErrorCode.NONE else e) for tp, e in errors.items()}
+        failed = {(t.name, p.partition_index) for t in request.topics for p in t.partitions}
+        for tp in failed - set(errors):
+            errors[tp] = mapped
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
 
 

@@ -1,16 +1,19 @@
 """OffsetForLeaderEpoch (key 23), v2-4: the end offset of a leader epoch.
 
-A single broker leads every partition at epoch 0 (batches are stamped with
-partitionLeaderEpoch 0), so: epoch 0 -> the log end offset; an epoch the log
-does not know -> UNDEFINED (-1, -1). `current_leader_epoch` above ours is
-UNKNOWN_LEADER_EPOCH, below it FENCED_LEADER_EPOCH, as Kafka checks it.
+Answered by the partition's leader from its leader-epoch cache, by Kafka's rules
+(LeaderEpochFileCache.endOffsetFor): the current epoch ends at the log end offset,
+an older one where the next begins, an unknown one is UNDEFINED (-1, -1). Followers
+ask it to find where their log diverges from the leader's; consumers (KIP-320) to
+detect truncation. `current_leader_epoch` above ours is UNKNOWN_LEADER_EPOCH, below
+it FENCED_LEADER_EPOCH; another broker's partition is NOT_LEADER_OR_FOLLOWER. A single
+broker leads every partition at epoch 0.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -20,7 +23,6 @@ from kbroker.server.request_context import RequestContext
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
 
-LEADER_EPOCH = 0
 UNDEFINED = -1
 
 
@@ -37,28 +39,15 @@ def handle(
 def _end_offset(
     ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition
 ) -> EpochEndOffset:
-    plog = ctx.broker.get_log(topic, p.partition)
-    if plog is None:
-        return _error(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if p.current_leader_epoch > LEADER_EPOCH:
-        return _error(p.partition, ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if 0 <= p.current_leader_epoch < LEADER_EPOCH:
-        return _error(p.partition, ErrorCode.FENCED_LEADER_EPOCH)
-    epoch, end_offset = _lookup(plog, p.leader_epoch)
+    try:
+        plog = ctx.broker.replica_manager.leader_log(TopicPartition(topic, p.partition),
+                                                     p.current_leader_epoch)
+    except KafkaError as e:
+        return _error(p.partition, e.error_code)
+    epoch, end_offset = plog.end_offset_for_epoch(p.leader_epoch)
     return EpochEndOffset(
         error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset
     )
-
-
-def _lookup(plog: Any, epoch: int) -> tuple[int, int]:
-    if epoch < 0 or epoch > LEADER_EPOCH:
-        return UNDEFINED, UNDEFINED
-    found = plog.end_offset_for_epoch(epoch)
-    if found is None:
-        return UNDEFINED, UNDEFINED
-    if isinstance(found, tuple):
-        return int(found[0]), int(found[1])
-    return epoch, int(found)
 
 
 def _error(partition: int, code: int) -> EpochEndOffset:

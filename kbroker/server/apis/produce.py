@@ -1,17 +1,24 @@
 """Produce (key 0): advertised 0-11, accepted 3-11 (magic-2 record batches).
 
 For each partition the records field (a writable memoryview of the request
-frame, never decoded here) goes to Log.append_as_leader, which validates the
-batches (CRC32C, sizes, max.message.bytes), assigns offsets and stores them,
-or stores nothing and raises an error carrying `.error_code`. The append
-happens synchronously inside `handle`, so pipelined Produce requests on one
-connection append in request order. When an append reaches flush.messages, the
-fsync runs on the flush thread and the response waits for it (a coroutine), so
-the loop serves everyone else meanwhile; responses still leave in request order. acks=0 gets no response (and a closed
-connection if any partition failed, as Kafka does); acks=1 and
-acks=-1 (all) are the same on a single broker (the ISR is this broker), except
-that acks=all with min.insync.replicas above 1 gets NOT_ENOUGH_REPLICAS, as Kafka.
-Parked Fetch requests on the partition are woken after each append.
+frame, never decoded here) goes to the partition's leader (ReplicaManager ->
+Partition.append_records_to_leader -> Log.append_as_leader), which validates the
+batches (CRC32C, sizes, max.message.bytes), assigns offsets and the leader epoch
+and stores them, or stores nothing and raises a KafkaError: NOT_LEADER_OR_FOLLOWER
+when another broker leads it (or this one is fenced), NOT_ENOUGH_REPLICAS for
+acks=all when the ISR is smaller than min.insync.replicas. The append happens
+synchronously inside `handle`, so pipelined Produce requests on one connection
+append in request order.
+
+The answer may wait (a coroutine; the loop serves everyone else meanwhile and
+responses still leave in request order): for the fsync when an append reaches
+flush.messages (it runs on the flush thread), and for acks=all until the high
+watermark passes the batch (the followers fetched it), at most `timeout_ms`
+(REQUEST_TIMED_OUT), then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+min.insync.replicas meanwhile, as Kafka's DelayedProduce. On a single broker the
+high watermark is the log end, so acks=all answers at once. acks=0 gets no response
+(and a closed connection if any partition failed, as Kafka does). Parked Fetch
+requests on the partition are woken after each append.
 
 Versions 0-2 (magic 0/1 message sets) are advertised only so that librdkafka
 2.0.2 keeps compression enabled (librdkafka #4956); such requests get
@@ -27,6 +34,7 @@ from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
@@ -37,7 +45,6 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 MIN_IMPLEMENTED_VERSION = 3
-IN_SYNC_REPLICAS = 1  # a single broker: the leader is the whole ISR
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
@@ -45,6 +52,8 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     acks = request.acks
     responses = []
     flushes: list[tuple[PartitionResponse, Future[None]]] = []
+    replicated: list[tuple[PartitionResponse, asyncio.Future[int]]] = []
+    timeout_s = max(request.timeout_ms, 0) / 1000
     for topic in request.topic_data:
         partitions = []
         for pd in topic.partition_data:
@@ -53,28 +62,39 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
             elif acks not in (0, 1, -1):
                 partitions.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
-                response, flushed = _append(ctx, topic.name, pd, acks)
+                response, flushed, waited = _append(ctx, topic.name, pd, acks, timeout_s)
                 partitions.append(response)
                 if flushed is not None:
                     flushes.append((response, flushed))
+                if waited is not None:
+                    replicated.append((response, waited))
         responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
-    if flushes:
-        return _after_flushes(request, responses, flushes)
+    if flushes or replicated:
+        return _after_waits(request, responses, flushes, replicated)
     return _respond(request, responses)
 
 
-async def _after_flushes(request: ProduceRequest, responses: list[TopicResponse],
-                         flushes: list[tuple[PartitionResponse, Future[None]]]) -> Any:
-    """flush.messages reached: answer once the fsyncs (on the flush thread) are done, as
-    Kafka answers after its append thread's flush; a failed fsync fails the partition."""
+async def _after_waits(request: ProduceRequest, responses: list[TopicResponse],
+                       flushes: list[tuple[PartitionResponse, Future[None]]],
+                       replicated: list[tuple[PartitionResponse, asyncio.Future[int]]]) -> Any:
+    """Answer once the fsyncs (flush.messages, on the flush thread; a failed fsync fails
+    the partition) and the acks=all replication waits are over."""
     for response, flushed in flushes:
         try:
             await asyncio.wrap_future(flushed)
         except Exception as e:  # the flush thread raises KafkaStorageError
-            code = e.error_code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
-            response.error_code, response.error_message = code, str(e)
-            response.base_offset = response.log_start_offset = -1
+            _fail(response, e.error_code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR,
+                  str(e))
+    for response, waited in replicated:
+        code = await waited
+        if code != ErrorCode.NONE and response.error_code == ErrorCode.NONE:
+            _fail(response, code, None)
     return _respond(request, responses)
+
+
+def _fail(response: PartitionResponse, code: int, message: str | None) -> None:
+    response.error_code, response.error_message = code, message
+    response.base_offset = response.log_start_offset = -1
 
 
 def _respond(request: ProduceRequest, responses: list[TopicResponse]) -> ProduceResponse | object | None:
@@ -87,21 +107,18 @@ def _respond(request: ProduceRequest, responses: list[TopicResponse]) -> Produce
 
 
 def _append(
-    ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData, acks: int
-) -> tuple[PartitionResponse, Future[None] | None]:
-    broker = ctx.broker
-    plog = broker.get_log(topic, pd.index)
-    if plog is None:
-        return _error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
-    if not isinstance(pd.records, memoryview | bytes | bytearray) or len(pd.records) == 0:
-        return _error(pd.index, ErrorCode.CORRUPT_MESSAGE, "no records"), None
-    if acks == -1 and plog.config.min_insync_replicas > IN_SYNC_REPLICAS:
-        # Kafka checks before appending (Partition.appendRecordsToLeader).
-        return _error(pd.index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                      f"the in-sync replicas ({IN_SYNC_REPLICAS}) are fewer than "
-                      f"min.insync.replicas ({plog.config.min_insync_replicas})"), None
+    ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData, acks: int,
+    timeout_s: float,
+) -> tuple[PartitionResponse, Future[None] | None, asyncio.Future[int] | None]:
     try:
-        info = plog.append_as_leader(pd.records, leader_epoch=0)
+        partition = ctx.broker.replica_manager.leader_partition(TopicPartition(topic, pd.index))
+    except KafkaError as e:
+        return _error(pd.index, e.error_code), None, None
+    if not isinstance(pd.records, memoryview | bytes | bytearray) or len(pd.records) == 0:
+        return _error(pd.index, ErrorCode.CORRUPT_MESSAGE, "no records"), None, None
+    min_isr = partition.local_log().config.min_insync_replicas
+    try:
+        info = partition.append_records_to_leader(pd.records, acks, min_isr)
     except KafkaError as e:
         record_errors = [
             RecordError(batch_index=i, batch_index_error_message=msg)
@@ -109,18 +126,26 @@ def _append(
         ]
         resp = _error(pd.index, e.error_code, str(e) or None)
         resp.record_errors = record_errors
-        return resp, None
+        return resp, None, None
     except Exception as e:
         log.exception("append to %s-%d failed", topic, pd.index)
-        return _error(pd.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None), None
-    broker.append_notifier.notify(plog.topic_partition)
-    return PartitionResponse(
+        return _error(pd.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None), None, None
+    response = PartitionResponse(
         index=pd.index,
         error_code=ErrorCode.NONE,
         base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
-    ), info.flushed
+    )
+    waited = None
+    if acks == -1 and info.last_offset >= 0:
+        result = partition.wait_for_high_watermark(info.last_offset + 1, min_isr, timeout_s)
+        if isinstance(result, int):
+            if result != ErrorCode.NONE:
+                _fail(response, result, None)
+        else:
+            waited = result
+    return response, info.flushed, waited
 
 
 def _error(index: int, code: int, message: str | None = None) -> PartitionResponse:

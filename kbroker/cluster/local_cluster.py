@@ -1,0 +1,245 @@
+"""Cluster: ZooKeeper and N kbroker processes on one machine, for `kbroker cluster up`,
+tests and benchmarks.
+
+    with kbroker.Cluster(brokers=3) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+
+Layout under `directory` (a fresh temporary one, removed on stop, when none is given):
+
+    zookeeper/                     the ZooKeeper server's (zoo.cfg, data/, zookeeper.log)
+    broker-<id>/logs/              a broker's log.dirs
+    broker-<id>/broker.log         its output (kbroker serve --log-level INFO)
+
+Each broker is `python -m kbroker serve` with node.id, listeners (a port of its own,
+kept across restarts), log.dirs and zookeeper.connect (with the chroot /kbroker) as
+overrides, plus the caller's overrides. Every process is started in a session of its
+own, is sent SIGTERM when the process that started it dies (PR_SET_PDEATHSIG), and is signalled by
+its PID only: stop() sends SIGTERM (a controlled shutdown), kill() SIGKILL.
+
+start() returns once every broker answers and the controller has told each of them
+about all the others (Metadata from every broker lists every broker).
+
+Lock: one thread uses a Cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+from kbroker.cluster.zookeeper_server import ZooKeeperServer, die_with_parent, free_port
+
+CHROOT = "/kbroker"
+READY_TIMEOUT_S = 90.0
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+class BrokerProcess:
+    """One kbroker process of a Cluster."""
+
+    def __init__(self, broker_id: int, directory: Path, port: int, props: Mapping[str, str],
+                 host: str = "127.0.0.1") -> None:
+        self.broker_id = broker_id
+        self.directory = directory
+        self.port = port
+        self.host = host
+        self.props = dict(props)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "broker.log"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, extra: Mapping[str, str] | None = None, netns: str | None = None) -> None:
+        if self.is_running():
+            raise ClusterError(f"broker {self.broker_id} is already running")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        props = {**self.props, **(extra or {})}
+        args = [sys.executable, "-m", "kbroker", "serve", "--log-level", "INFO"]
+        for key, value in props.items():
+            args += ["--override", f"{key}={value}"]
+        if netns is not None:
+            args = ["ip", "netns", "exec", netns, *args]
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reaped()
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=die_with_parent)
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        if self.is_running():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+        self._reaped(10.0)
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM (controlled shutdown), SIGKILL after `timeout`; the exit code."""
+        if self.is_running():
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+        return self._reaped(timeout)
+
+    def _reaped(self, timeout: float) -> int | None:
+        code = None
+        if self.proc is not None:
+            try:
+                code = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                code = self.proc.wait(10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class Cluster:
+    """See the module docstring."""
+
+    def __init__(self, brokers: int = 3, directory: str | os.PathLike[str] | None = None,
+                 overrides: Mapping[str, str] | None = None, *, first_id: int = 1,
+                 host: str = "127.0.0.1") -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self._temp = directory is None
+        self.directory = Path(directory) if directory is not None else Path(
+            tempfile.mkdtemp(prefix="kbroker-cluster-"))
+        self.host = host
+        self.zookeeper = ZooKeeperServer(self.directory / "zookeeper")
+        self.overrides = dict(overrides or {})
+        self.brokers: dict[int, BrokerProcess] = {}
+        self._count = brokers
+        self._first_id = first_id
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper.connect_string + CHROOT
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return self.brokers[broker_id]
+
+    def broker_props(self, broker_id: int, port: int) -> dict[str, str]:
+        directory = self.directory / f"broker-{broker_id}"
+        rf = str(min(3, self._count))
+        return {
+            "node.id": str(broker_id),
+            "listeners": f"PLAINTEXT://{self.host}:{port}",
+            "log.dirs": str(directory / "logs"),
+            "zookeeper.connect": self.zookeeper_connect,
+            "zookeeper.session.timeout.ms": "6000",
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "group.initial.rebalance.delay.ms": "0",
+            **self.overrides,
+        }
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> Cluster:
+        try:
+            self.zookeeper.start()
+            for i in range(self._count):
+                broker_id = self._first_id + i
+                port = free_port(self.host)
+                broker = BrokerProcess(broker_id, self.directory / f"broker-{broker_id}", port,
+                                       self.broker_props(broker_id, port), self.host)
+                self.brokers[broker_id] = broker
+                broker.start()
+            self.wait_formed(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_formed(self, timeout: float = READY_TIMEOUT_S, brokers: list[int] | None = None) -> None:
+        """Until every running broker lists every running broker and a controller."""
+        from kbroker.client.connection import BrokerConnection, KafkaClientError
+        from kbroker.protocol.messages.metadata import MetadataRequest
+
+        want_ids = set(brokers) if brokers is not None else {
+            b for b, p in self.brokers.items() if p.is_running()}
+        deadline = time.monotonic() + timeout
+        pending = set(want_ids)
+        while pending:
+            for broker_id in list(pending):
+                proc = self.brokers[broker_id]
+                if not proc.is_running():
+                    raise ClusterError(f"broker {broker_id} exited; see {proc.log_path}:\n"
+                                       f"{proc.output()[-3000:]}")
+                try:
+                    with BrokerConnection(proc.host, proc.port, timeout_s=2.0) as conn:
+                        md = conn.request(MetadataRequest(topics=[]), 12)
+                except (KafkaClientError, OSError):
+                    continue
+                if {b.node_id for b in md.brokers} >= want_ids and md.controller_id >= 0:
+                    pending.discard(broker_id)
+            if pending and time.monotonic() > deadline:
+                raise ClusterError(f"brokers {sorted(pending)} did not see the whole cluster "
+                                   f"within {timeout:.0f} s")
+            if pending:
+                time.sleep(0.1)
+
+    def kill(self, broker_id: int) -> None:
+        self.brokers[broker_id].kill()
+
+    def stop_broker(self, broker_id: int, timeout: float = 60.0) -> int | None:
+        return self.brokers[broker_id].stop(timeout)
+
+    def restart(self, broker_id: int, wait: bool = True) -> None:
+        broker = self.brokers[broker_id]
+        broker.start()
+        if wait:
+            self.wait_formed()
+
+    def stop(self) -> None:
+        """SIGTERM every broker (in parallel), then ZooKeeper; remove a temporary directory."""
+        for broker in self.brokers.values():
+            if broker.is_running():
+                assert broker.proc is not None
+                broker.proc.send_signal(signal.SIGTERM)
+        for broker in self.brokers.values():
+            broker._reaped(60.0)
+        self.zookeeper.stop()
+        if self._temp:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

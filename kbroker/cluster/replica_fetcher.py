@@ -1,0 +1,326 @@
+"""Followers copy their leaders: ReplicaFetcherManager and its fetchers (Kafka's
+ReplicaFetcherManager / ReplicaFetcherThread, as asyncio tasks).
+
+Partitions led by one broker are spread over `num.replica.fetchers` fetchers for that
+broker (by a hash of the partition). A fetcher takes each new partition through two
+states:
+
+  truncating  OffsetForLeaderEpoch to the leader with the follower's latest epoch;
+              the log is cut where it diverges from the leader's (never blindly at the
+              high watermark), in as many rounds as Kafka's rules need
+              (AbstractFetcherThread.getOffsetTruncationState)
+  fetching    Fetch with replica_id set, from the log end offset, long-polling
+              `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`; the leader's
+              batches are appended byte for byte (Log.append_as_follower checks their
+              CRCs) and the high watermark follows the leader's, capped at our log end.
+
+Errors per partition: FENCED_LEADER_EPOCH drops the partition until the controller's
+next LeaderAndIsr; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and the like retry after
+`replica.fetch.backoff.ms` (the leader has not heard from the controller yet);
+OFFSET_OUT_OF_RANGE truncates again, or restarts the log at the leader's log start when
+the follower fell below it. A failed connection backs off and reconnects.
+
+Lock: the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kbroker.client.connection import KafkaClientError
+from kbroker.cluster.broker_channel import BrokerChannel
+from kbroker.cluster.partition import Partition
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
+from kbroker.records.batch_header import complete_batches_size
+from kbroker.utils.java_hash import java_string_hash
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # topics by name, last_fetched_epoch
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+UNDEFINED = -1
+RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_ID,
+})
+
+
+@dataclass(frozen=True)
+class FetcherConfig:
+    num_replica_fetchers: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30000
+
+
+@dataclass(slots=True)
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcherManager:
+    def __init__(self, node_id: int, config: FetcherConfig,
+                 leader_endpoint: Callable[[int], tuple[str, int] | None]) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.leader_endpoint = leader_endpoint
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._owner: dict[TopicPartition, tuple[int, int]] = {}
+
+    def fetcher_id(self, tp: TopicPartition) -> int:
+        n = max(self.config.num_replica_fetchers, 1)
+        return (31 * java_string_hash(tp.topic) + tp.partition) % n
+
+    def add_partitions(self, partitions: list[Partition]) -> None:
+        self.remove_partitions([p.topic_partition for p in partitions])
+        for p in partitions:
+            if p.leader_id < 0 or p.leader_id == self.node_id:
+                continue
+            key = (p.leader_id, self.fetcher_id(p.topic_partition))
+            fetcher = self.fetchers.get(key)
+            if fetcher is None:
+                fetcher = self.fetchers[key] = ReplicaFetcher(self, p.leader_id, key[1])
+            fetcher.add(p)
+            self._owner[p.topic_partition] = key
+
+    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            key = self._owner.pop(tp, None)
+            if key is None:
+                continue
+            fetcher = self.fetchers.get(key)
+            if fetcher is not None:
+                fetcher.remove(tp)
+                if fetcher.idle:
+                    fetcher.stop()
+                    del self.fetchers[key]
+
+    def fetching(self, tp: TopicPartition) -> bool:
+        return tp in self._owner
+
+    def shutdown(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        self._owner.clear()
+
+
+class ReplicaFetcher:
+    """Fetches the partitions one leader leads for this broker. See the module docstring."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.config = manager.config
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self.channel = BrokerChannel(leader_id, lambda: manager.leader_endpoint(leader_id),
+                                     f"broker-{manager.node_id}-fetcher-{fetcher_id}")
+        self._wake = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run())
+
+    @property
+    def idle(self) -> bool:
+        return not self.partitions
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[partition.topic_partition] = FetchState(partition, partition.leader_epoch)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    def stop(self) -> None:
+        self._task.cancel()
+        self.channel.close()
+
+    async def _run(self) -> None:
+        backoff = self.config.replica_fetch_backoff_ms / 1000
+        while True:
+            try:
+                if not self.partitions:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await self._truncate()
+                fetched = await self._fetch()
+                if not fetched:
+                    await asyncio.sleep(min(backoff, 0.1))
+            except asyncio.CancelledError:
+                raise
+            except KafkaClientError as e:
+                log.info("fetcher %d for leader %d: %s; retrying in %.1f s", self.fetcher_id,
+                         self.leader_id, e, backoff)
+                self.channel.reset()
+                await asyncio.sleep(backoff)
+            except Exception:
+                log.exception("fetcher %d for leader %d failed; retrying", self.fetcher_id,
+                              self.leader_id)
+                await asyncio.sleep(backoff)
+
+    def _ready(self, truncating: bool) -> list[FetchState]:
+        now = asyncio.get_running_loop().time()
+        return [s for s in self.partitions.values()
+                if s.truncating == truncating and s.delayed_until <= now]
+
+    def _delay(self, state: FetchState) -> None:
+        state.delayed_until = (asyncio.get_running_loop().time()
+                               + self.config.replica_fetch_backoff_ms / 1000)
+
+    # -- truncation --------------------------------------------------------------------------
+    async def _truncate(self) -> None:
+        while True:
+            pending = self._ready(True)
+            if not pending:
+                return
+            by_topic: dict[str, list[FetchState]] = {}
+            for s in pending:
+                by_topic.setdefault(s.partition.topic_partition.topic, []).append(s)
+            request = OffsetForLeaderEpochRequest(replica_id=self.manager.node_id, topics=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                        partition=s.partition.topic_partition.partition,
+                        current_leader_epoch=s.leader_epoch,
+                        leader_epoch=s.partition.local_log().latest_epoch)
+                    for s in states])
+                for topic, states in by_topic.items()])
+            response = await self.channel.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION,
+                                                  self.config.replica_socket_timeout_ms / 1000)
+            for t in response.topics:
+                for p in t.partitions:
+                    state = self.partitions.get(TopicPartition(t.topic, p.partition))
+                    if state is not None and state.truncating:
+                        self._truncation_answer(state, p.error_code, p.leader_epoch, p.end_offset)
+
+    def _truncation_answer(self, state: FetchState, error: int, leader_epoch: int, end_offset: int) -> None:
+        tp = state.partition.topic_partition
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            log.info("%s: leader %d has a newer epoch than %d: waiting for the controller",
+                     tp, self.leader_id, state.leader_epoch)
+            self.manager.remove_partitions([tp])
+            return
+        if error != ErrorCode.NONE:
+            self._delay(state)
+            return
+        plog = state.partition.local_log()
+        leo = plog.log_end_offset
+        if end_offset == UNDEFINED:
+            target, done = plog.high_watermark, True
+        elif leader_epoch == UNDEFINED:
+            target, done = min(end_offset, leo), True
+        else:
+            f_epoch, f_end = plog.end_offset_for_epoch(leader_epoch)
+            if f_end == UNDEFINED:
+                target, done = min(end_offset, leo), True
+            elif f_epoch != leader_epoch:
+                target, done = min(f_end, leo), False
+            else:
+                target, done = min(f_end, end_offset, leo), True
+        if target < leo:
+            log.info("%s: truncating from %d to %d (leader %d: epoch %d ends at %d)", tp, leo,
+                     target, self.leader_id, leader_epoch, end_offset)
+            plog.truncate_to(target)
+        if done or target >= leo:
+            state.truncating = False
+
+    # -- fetching -------------------------------------------------------------------------------
+    async def _fetch(self) -> bool:
+        ready = self._ready(False)
+        if not ready:
+            return False
+        by_topic: dict[str, list[FetchState]] = {}
+        for s in ready:
+            by_topic.setdefault(s.partition.topic_partition.topic, []).append(s)
+        cfg = self.config
+        request = FetchRequest(
+            replica_id=self.manager.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
+            min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                FetchRequest.FetchPartition(
+                    partition=s.partition.topic_partition.partition,
+                    current_leader_epoch=s.leader_epoch,
+                    fetch_offset=s.partition.local_log().log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=s.partition.local_log().log_start_offset,
+                    partition_max_bytes=cfg.replica_fetch_max_bytes)
+                for s in states]) for topic, states in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        timeout = (cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms) / 1000
+        response: FetchResponse = await self.channel.request(request, FETCH_VERSION, timeout)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaClientError(f"Fetch failed: {ErrorCode(response.error_code).name}",
+                                   response.error_code)
+        for t in response.responses:
+            for pd in t.partitions:
+                state = self.partitions.get(TopicPartition(t.topic, pd.partition_index))
+                if state is not None and not state.truncating:
+                    self._process(state, pd)
+        return True
+
+    def _process(self, state: FetchState, pd: FetchResponse.PartitionData) -> None:
+        partition = state.partition
+        tp = partition.topic_partition
+        code = pd.error_code
+        if code == ErrorCode.NONE:
+            plog = partition.local_log()
+            records = pd.records
+            whole = complete_batches_size(records) if isinstance(
+                records, bytes | bytearray | memoryview) else 0
+            if whole > 0:
+                assert isinstance(records, bytes | bytearray | memoryview)
+                try:
+                    plog.append_as_follower(memoryview(records)[:whole])
+                except KafkaError as e:
+                    log.warning("%s: cannot append the leader's batches at %d: %s", tp,
+                                plog.log_end_offset, e)
+                    state.truncating = True
+                    self._delay(state)
+                    return
+                if partition._on_change is not None:
+                    partition._on_change(tp)
+            partition.update_follower_high_watermark(pd.high_watermark)
+            if pd.log_start_offset > plog.log_start_offset:
+                try:
+                    plog.delete_records(min(pd.log_start_offset, plog.high_watermark))
+                except KafkaError:
+                    pass
+            return
+        if code == ErrorCode.FENCED_LEADER_EPOCH:
+            log.info("%s: fenced by leader %d (epoch %d is old): waiting for the controller",
+                     tp, self.leader_id, state.leader_epoch)
+            self.manager.remove_partitions([tp])
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            plog = partition.local_log()
+            if 0 <= plog.log_end_offset < pd.log_start_offset:
+                log.info("%s: log end %d is below the leader's log start %d: starting over",
+                         tp, plog.log_end_offset, pd.log_start_offset)
+                plog.truncate_fully_and_start_at(pd.log_start_offset)
+            else:
+                state.truncating = True
+            return
+        if code not in RETRIABLE:
+            log.warning("%s: fetch from leader %d failed: %s", tp, self.leader_id, _name(code))
+        self._delay(state)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

@@ -1,0 +1,420 @@
+"""ZkBroker: this broker's part in a ZooKeeper cluster (what Kafka's KafkaServer does in
+ZooKeeper mode besides serving requests).
+
+Start, in order:
+  1. connect to ZooKeeper (a clear error naming the address after
+     zookeeper.connection.timeout.ms), create the chroot and Kafka's persistent paths;
+  2. agree on the cluster id (/cluster/id; the log dirs' meta.properties must match it);
+  3. load topic configs (/config/topics) and watch /config/changes for later ones;
+  4. register /brokers/ids/<id> (ephemeral; its czxid is the broker epoch). A znode left
+     by this broker's previous life (a SIGKILL) stays until that session expires: the
+     start waits for it rather than failing;
+  5. take part in the controller election.
+
+Then: ISR shrink checks (every replica.lag.time.max.ms / 2) and high watermark
+checkpoints (replica.high.watermark.checkpoint.interval.ms); AlterPartition requests
+to the controller for the leaders' ISR changes (batched per loop turn, retried on
+NOT_CONTROLLER or a lost connection); fencing when ZooKeeper goes silent (see
+zk_client.py) and re-registration after a session expiry; on stop, a controlled
+shutdown (controlled.shutdown.enable) before the session closes.
+
+Lock: the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kbroker.client.connection import KafkaClientError
+from kbroker.cluster import zk_data
+from kbroker.cluster.broker_channel import BrokerChannel
+from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
+from kbroker.cluster.metadata_cache import ZkMetadataCache
+from kbroker.cluster.partition import Partition, PartitionState
+from kbroker.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
+from kbroker.cluster.replica_manager import ReplicaManager
+from kbroker.cluster.zk_admin import AdminZkClient
+from kbroker.cluster.zk_client import ZooKeeperClient
+from kbroker.cluster.zk_data import BrokerRegistration
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.config import BrokerConfig
+from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_manager import LogManager
+from kbroker.utils.periodic import every
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION_VERSION = 1
+CONTROLLED_SHUTDOWN_VERSION = 3
+RETRY_BACKOFF_S = 0.2
+
+
+class ClusterIdMismatch(KafkaError):
+    pass
+
+
+@dataclass
+class _IsrChange:
+    partition: Partition
+    new_isr: tuple[int, ...]
+    future: asyncio.Future[PartitionState]
+
+
+class ZkBroker:
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: ZkMetadataCache,
+                 replica_manager: ReplicaManager, loop: asyncio.AbstractEventLoop,
+                 default_log_config: LogConfig) -> None:
+        self.config = config
+        self.broker_id = config.node_id
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.loop = loop
+        self.default_log_config = default_log_config
+        connect = config.zookeeper_connect or ""
+        connection_timeout = config.zookeeper_connection_timeout_ms or config.zookeeper_session_timeout_ms
+        self.zk = ZooKeeperClient(connect, config.zookeeper_session_timeout_ms, connection_timeout, loop)
+        self.admin = AdminZkClient(self.zk)
+        self.listener = config.inter_broker_listener_name or config.listeners[0].name
+        self.controller = KafkaController(ControllerConfig(
+            broker_id=self.broker_id, listener=self.listener,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+            auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
+            leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            delete_topic_enable=config.delete_topic_enable), self.zk)
+        self.fetchers = ReplicaFetcherManager(self.broker_id, FetcherConfig(
+            num_replica_fetchers=config.num_replica_fetchers,
+            replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+            replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes=config.replica_fetch_min_bytes,
+            replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            replica_socket_timeout_ms=config.replica_socket_timeout_ms), self.broker_endpoint)
+        replica_manager.fetchers = self.fetchers
+        replica_manager.alter_isr = self.alter_isr
+        replica_manager.topic_config = self.topic_config
+        self.cluster_id = ""
+        self.broker_epoch = -1
+        self.registration: BrokerRegistration | None = None
+        self._endpoints: list[tuple[str, str, int]] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._isr_changes: list[_IsrChange] = []
+        self._isr_flush: asyncio.Task[None] | None = None
+        self._controller_channel: BrokerChannel | None = None
+        self._controller_channel_target = -1
+        self._last_config_change = -1
+        self._stopping = False
+        # broker id -> (host, port) of the leaders named in LeaderAndIsr requests: a new
+        # follower may hear of its leader before UpdateMetadata describes it
+        self.live_leaders: dict[int, tuple[str, int]] = {}
+
+    # -- start --------------------------------------------------------------------------------
+    async def connect(self, local_cluster_id: str | None) -> str:
+        """Steps 1-2; returns the cluster id (the caller writes it to meta.properties)."""
+        await self.zk.start()
+        for path in zk_data.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        found = await self.zk.get(zk_data.CLUSTER_ID_PATH)
+        if found is None:
+            from kbroker.metadata.meta_properties import new_cluster_id
+
+            cluster_id = local_cluster_id or new_cluster_id()
+            try:
+                await self.zk.create(zk_data.CLUSTER_ID_PATH, zk_data.encode_cluster_id(cluster_id),
+                                     makepath=True)
+            except NodeExistsError:
+                found = await self.zk.get(zk_data.CLUSTER_ID_PATH)
+        if found is not None:
+            cluster_id = zk_data.decode_cluster_id(found[0])
+        if local_cluster_id is not None and local_cluster_id != cluster_id:
+            raise ClusterIdMismatch(
+                f"the cluster id {cluster_id} in ZooKeeper ({self.config.zookeeper_connect}) does not "
+                f"match the cluster id {local_cluster_id} in meta.properties of the log dirs: this "
+                "log dir belongs to another cluster")
+        self.cluster_id = cluster_id
+        return cluster_id
+
+    async def start(self, endpoints: list[tuple[str, str, int]]) -> None:
+        """Steps 3-5, once the listeners are bound: `endpoints` are (listener, host, port)."""
+        self._endpoints = endpoints
+        await self._load_configs()
+        self.zk.watch_children(zk_data.CONFIG_CHANGES_PATH, self._config_changes)
+        await self._register()
+        self.zk.on_fenced = self._fenced
+        self.zk.on_session_expired = self._session_expired
+        self.zk.on_new_session = lambda: self._spawn(self._reregister())
+        self.controller.on_controller_change = self._controller_changed
+        self.controller.startup()
+        self._tasks.append(asyncio.ensure_future(every(
+            self.config.replica_lag_time_max_ms / 2000, self.replica_manager.maybe_shrink_isr)))
+        self._tasks.append(asyncio.ensure_future(every(
+            self.config.replica_high_watermark_checkpoint_interval_ms / 1000,
+            self.log_manager.checkpoint)))
+
+    async def _register(self) -> None:
+        reg = BrokerRegistration(self.broker_id, tuple(self._endpoints), self.config.broker_rack)
+        path = zk_data.broker_path(self.broker_id)
+        data = reg.encode(int(time.time() * 1000))
+        deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 2 + 5
+        announced = False
+        while True:
+            try:
+                _path, stat = await self.zk.create(path, data, ephemeral=True)
+                break
+            except NodeExistsError:
+                found = await self.zk.get(path)
+                if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+                    stat = found[1]
+                    break
+                if time.monotonic() > deadline:
+                    raise KafkaError(f"broker id {self.broker_id} is registered in ZooKeeper by "
+                                     "another live broker") from None
+                if not announced:
+                    log.info("broker %d is still registered by an earlier session (a crash?): "
+                             "waiting for ZooKeeper to expire it", self.broker_id)
+                    announced = True
+                await asyncio.sleep(0.5)
+        self.broker_epoch = stat.czxid
+        self.replica_manager.broker_epoch = stat.czxid
+        self.registration = BrokerRegistration(self.broker_id, tuple(self._endpoints),
+                                               self.config.broker_rack, stat.czxid)
+        log.info("registered broker %d in ZooKeeper (%s, epoch %d)", self.broker_id,
+                 self.config.zookeeper_connect, stat.czxid)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _reregister(self) -> None:
+        if self._stopping:
+            return
+        try:
+            await self._register()
+        except Exception:
+            log.exception("re-registering broker %d failed", self.broker_id)
+
+    def _fenced(self, fenced: bool) -> None:
+        self.replica_manager.set_zk_fenced(fenced)
+
+    def _session_expired(self) -> None:
+        self.replica_manager.session_expired()
+
+    def _controller_changed(self, controller_id: int) -> None:
+        log.info("the controller is broker %d", controller_id)
+
+    # -- stop ---------------------------------------------------------------------------------
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away; retried as Kafka retries it."""
+        if not self.config.controlled_shutdown_enable or self.broker_epoch < 0:
+            return
+        retries = self.config.controlled_shutdown_max_retries
+        backoff = self.config.controlled_shutdown_retry_backoff_ms / 1000
+        started = time.monotonic()
+        for attempt in range(retries + 1):
+            try:
+                remaining = await self._send_controlled_shutdown()
+            except (KafkaClientError, KafkaError) as e:
+                log.info("controlled shutdown attempt %d failed: %s", attempt + 1, e)
+                remaining = None
+            if remaining == []:
+                log.info("controlled shutdown of broker %d done in %.2f s", self.broker_id,
+                         time.monotonic() - started)
+                return
+            if remaining:
+                log.info("controlled shutdown: broker %d still leads %s", self.broker_id,
+                         [str(tp) for tp in remaining][:10])
+            if attempt < retries:
+                await asyncio.sleep(min(backoff, 1.0) if remaining is None else backoff)
+        log.warning("controlled shutdown of broker %d did not complete; shutting down anyway",
+                    self.broker_id)
+
+    async def _send_controlled_shutdown(self) -> list[TopicPartition]:
+        channel = self._channel_to_controller()
+        if channel is None:
+            raise KafkaError("no controller known", ErrorCode.NOT_CONTROLLER)
+        response = await channel.request(ControlledShutdownRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch), CONTROLLED_SHUTDOWN_VERSION,
+            timeout_s=self.config.request_timeout_ms / 1000)
+        if response.error_code != ErrorCode.NONE:
+            channel.reset()
+            raise KafkaError(f"ControlledShutdown: {ErrorCode(response.error_code).name}",
+                             response.error_code)
+        return [TopicPartition(p.topic_name, p.partition_index) for p in response.remaining_partitions]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._isr_flush is not None:
+            self._isr_flush.cancel()
+        self.fetchers.shutdown()
+        await self.controller.shutdown()
+        if self._controller_channel is not None:
+            self._controller_channel.close()
+        await self.zk.close()
+
+    # -- the controller's address ---------------------------------------------------------------
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        node = self.metadata.broker(broker_id)
+        endpoint = node.endpoints.get(self.listener) if node is not None else None
+        return endpoint or self.live_leaders.get(broker_id)
+
+    def _channel_to_controller(self) -> BrokerChannel | None:
+        controller = self.controller.active_controller_id  # from ZooKeeper: the freshest
+        if controller < 0:
+            controller = self.metadata.controller_id
+        if controller < 0:
+            return None
+        if self._controller_channel is None or self._controller_channel_target != controller:
+            if self._controller_channel is not None:
+                self._controller_channel.close()
+            self._controller_channel = BrokerChannel(
+                controller, self._endpoint_of(controller), f"broker-{self.broker_id}-to-controller")
+            self._controller_channel_target = controller
+        return self._controller_channel
+
+    def _endpoint_of(self, broker_id: int) -> Callable[[], tuple[str, int] | None]:
+        return lambda: self.broker_endpoint(broker_id) or self._zk_endpoint(broker_id)
+
+    def _zk_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """The controller's address before UpdateMetadata told us (our own, at least)."""
+        if broker_id == self.broker_id:
+            for name, host, port in self._endpoints:
+                if name == self.listener:
+                    return host, port
+        return None
+
+    # -- AlterPartition ---------------------------------------------------------------------------
+    def alter_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> asyncio.Future[PartitionState]:
+        fut: asyncio.Future[PartitionState] = self.loop.create_future()
+        self._isr_changes.append(_IsrChange(partition, new_isr, fut))
+        if self._isr_flush is None or self._isr_flush.done():
+            self._isr_flush = asyncio.ensure_future(self._send_isr_changes())
+        return fut
+
+    async def _send_isr_changes(self) -> None:
+        await asyncio.sleep(0)  # gather the changes of this loop turn
+        while self._isr_changes and not self._stopping:
+            changes, self._isr_changes = self._isr_changes, []
+            by_tp = {c.partition.topic_partition: c for c in changes}
+            try:
+                response = await self._send_alter_partition(list(by_tp.values()))
+            except (KafkaClientError, KafkaError) as e:
+                log.debug("AlterPartition failed (%s); retrying", e)
+                if self._controller_channel is not None:
+                    self._controller_channel.reset()
+                pending = [c for c in by_tp.values() if not c.future.done()
+                           and c.partition.is_leader
+                           and c.partition.leader_epoch == c.partition.state.leader_epoch]
+                self._isr_changes = pending + self._isr_changes
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            self._apply(by_tp, response)
+
+    async def _send_alter_partition(self, changes: list[_IsrChange]) -> AlterPartitionResponse:
+        channel = self._channel_to_controller()
+        if channel is None:
+            raise KafkaError("no controller known", ErrorCode.NOT_CONTROLLER)
+        by_topic: dict[str, list[AlterPartitionRequest.PartitionData]] = {}
+        for c in changes:
+            state = c.partition.state
+            by_topic.setdefault(c.partition.topic_partition.topic, []).append(
+                AlterPartitionRequest.PartitionData(
+                    partition_index=c.partition.topic_partition.partition,
+                    leader_epoch=state.leader_epoch, new_isr=list(c.new_isr),
+                    partition_epoch=state.partition_epoch))
+        response: AlterPartitionResponse = await channel.request(AlterPartitionRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
+            topics=[AlterPartitionRequest.TopicData(topic_name=t, partitions=parts)
+                    for t, parts in by_topic.items()]), ALTER_PARTITION_VERSION,
+            timeout_s=self.config.request_timeout_ms / 1000)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(f"AlterPartition: {ErrorCode(response.error_code).name}",
+                             response.error_code)
+        return response
+
+    def _apply(self, by_tp: dict[TopicPartition, _IsrChange], response: AlterPartitionResponse) -> None:
+        for t in response.topics:
+            for p in t.partitions:
+                change = by_tp.pop(TopicPartition(t.topic_name, p.partition_index), None)
+                if change is None or change.future.done():
+                    continue
+                if p.error_code != ErrorCode.NONE:
+                    change.future.set_exception(KafkaError(
+                        f"AlterPartition of {change.partition.topic_partition}: "
+                        f"{ErrorCode(p.error_code).name}", p.error_code))
+                    change.future.exception()
+                    continue
+                old = change.partition.state
+                change.future.set_result(PartitionState(
+                    p.leader_id, p.leader_epoch, tuple(p.isr), old.replicas, p.partition_epoch,
+                    old.controller_epoch, old.adding, old.removing))
+        for change in by_tp.values():
+            if not change.future.done():
+                change.future.set_exception(KafkaError("no answer for the partition"))
+                change.future.exception()
+
+    # -- topic configs ------------------------------------------------------------------------------
+    async def topic_config(self, topic: str) -> LogConfig:
+        overrides = await self.admin.read_config("topics", topic)
+        self.metadata.set_topic_config(topic, overrides)
+        return self._log_config(topic, overrides)
+
+    def _log_config(self, topic: str, overrides: dict[str, str]) -> LogConfig:
+        try:
+            return LogConfig.from_props(overrides, base=self.default_log_config)
+        except ValueError as e:
+            log.warning("topic %s: ignoring an invalid config in ZooKeeper: %s", topic, e)
+            return self.default_log_config
+
+    def change_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+        """AlterConfigs in a cluster: ZooKeeper gets the new overrides and a change
+        notification; every broker (this one too) applies them from its watch."""
+        self.metadata.set_topic_config(topic, overrides)
+        self.log_manager.update_topic_config(topic, self._log_config(topic, overrides))
+        self._spawn(self.admin.change_config("topics", topic, overrides))
+
+    async def _load_configs(self) -> None:
+        for topic in await self.zk.get_children("/config/topics"):
+            overrides = await self.admin.read_config("topics", topic)
+            self.metadata.set_topic_config(topic, overrides)
+            config = self._log_config(topic, overrides)
+            self.log_manager.topic_configs[topic] = config
+
+    def _config_changes(self, children: list[str]) -> None:
+        self._spawn(self._read_config_changes(children))
+
+    async def _read_config_changes(self, children: list[str]) -> None:
+        for child in sorted(children):
+            try:
+                seq = int(child[len(zk_data.CONFIG_CHANGE_PREFIX):])
+            except ValueError:
+                continue
+            if seq <= self._last_config_change:
+                continue
+            self._last_config_change = seq
+            try:
+                found = await self.zk.get(f"{zk_data.CONFIG_CHANGES_PATH}/{child}")
+            except NoNodeError:
+                continue
+            entity = zk_data.decode_config_change(found[0]) if found else None
+            if entity is None:
+                continue
+            entity_type, name = entity
+            if entity_type == "topics":
+                overrides = await self.admin.read_config("topics", name)
+                self.metadata.set_topic_config(name, overrides)
+                self.log_manager.update_topic_config(name, self._log_config(name, overrides))
