@@ -131,14 +131,19 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, directory: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, str] | None = None, *, first_id: int = 1,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", zookeeper: ZooKeeperServer | None = None,
+                 chroot: str = CHROOT) -> None:
+        """`zookeeper`: a running server to use (not stopped by this Cluster; give each
+        cluster on it its own `chroot`); by default the Cluster runs its own."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._temp = directory is None
         self.directory = Path(directory) if directory is not None else Path(
             tempfile.mkdtemp(prefix="kbroker-cluster-"))
         self.host = host
-        self.zookeeper = ZooKeeperServer(self.directory / "zookeeper")
+        self._own_zookeeper = zookeeper is None
+        self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper")
+        self.chroot = chroot
         self.overrides = dict(overrides or {})
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
@@ -146,7 +151,7 @@ class Cluster:
 
     @property
     def zookeeper_connect(self) -> str:
-        return self.zookeeper.connect_string + CHROOT
+        return self.zookeeper.connect_string + self.chroot
 
     @property
     def bootstrap_servers(self) -> str:
@@ -172,7 +177,8 @@ class Cluster:
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> Cluster:
         try:
-            self.zookeeper.start()
+            if self._own_zookeeper:
+                self.zookeeper.start()
             for i in range(self._count):
                 broker_id = self._first_id + i
                 port = free_port(self.host)
@@ -234,7 +240,8 @@ class Cluster:
                 broker.proc.send_signal(signal.SIGTERM)
         for broker in self.brokers.values():
             broker._reaped(60.0)
-        self.zookeeper.stop()
+        if self._own_zookeeper:
+            self.zookeeper.stop()
         if self._temp:
             shutil.rmtree(self.directory, ignore_errors=True)
 
