@@ -50,7 +50,7 @@ from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
-from kbroker.config import BrokerConfig, Listener, broker_config
+from kbroker.config import BrokerConfig, ConfigError, Listener, broker_config
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
@@ -200,8 +200,38 @@ class BrokerState:
         local_id = self.config.cluster_id or (next(iter(local)) if len(local) == 1 else None)
         cluster_id = await self.zk_broker.connect(local_id)
         self.cluster_id = ensure_meta_properties(self.config.log_dirs, self.config.node_id, cluster_id)
+        dynamic = await self.zk_broker.load_dynamic_configs()
+        if dynamic is not None:
+            self.apply_broker_config(dynamic)
+        self.zk_broker.on_broker_config = self.apply_broker_config
         assert isinstance(self.producer_id_manager, ZkProducerIdManager)
         self.producer_id_manager.zk = self.zk_broker.zk
+
+    def apply_broker_config(self, props: Mapping[str, str]) -> None:
+        """Dynamic broker configs changed (cluster mode): the new effective config, applied
+        while running. Logs without a topic override take the new topic defaults."""
+        try:
+            config = BrokerConfig.from_props(props)
+            default = config.log_config()
+        except ConfigError as e:  # checked before it was stored; another version wrote it?
+            log.error("ignoring dynamic broker configs that do not validate: %s", e)
+            return
+        self.config = config
+        self.default_log_config = default
+        manager = self.log_manager
+        manager.default_config = default
+        for topic in {tp.topic for tp in manager.all_logs()}:
+            info = self.topics.get(topic)
+            overrides = info.configs if info is not None else {}
+            try:
+                manager.update_topic_config(topic, LogConfig.from_props(overrides, base=default))
+            except ValueError as e:
+                log.warning("topic %s keeps its config: %s", topic, e)
+        if self.zk_broker is not None:
+            self.zk_broker.apply_broker_config(config)
+        log.info("broker configs changed dynamically: %s", {
+            k: v for k, v in props.items() if self.config.props.get(k) == v and k not in (
+                "log.dirs", "listeners")})
 
     def _offsets_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
         """The group coordinator moves with the leadership of __consumer_offsets partitions."""
@@ -619,7 +649,7 @@ class Broker:
                                          state.group_coordinator.expire_offsets)),
             asyncio.ensure_future(every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(
                 state.log_manager.all_logs().values(), self.time.milliseconds(),
-                self.config.producer_id_expiration_ms))),
+                state.config.producer_id_expiration_ms))),
         ]
 
     async def _shutdown(self, state: BrokerState, server: Any) -> None:

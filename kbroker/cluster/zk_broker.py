@@ -24,6 +24,7 @@ Lock: the broker's event-loop thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from kbroker.client.connection import KafkaClientError
 from kbroker.cluster import zk_data
 from kbroker.cluster.broker_channel import BrokerChannel
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
+from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from kbroker.cluster.metadata_cache import ZkMetadataCache
 from kbroker.cluster.partition import Partition, PartitionState
 from kbroker.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
@@ -119,6 +121,9 @@ class ZkBroker:
         # broker id -> (host, port) of the leaders named in LeaderAndIsr requests: a new
         # follower may hear of its leader before UpdateMetadata describes it
         self.live_leaders: dict[int, tuple[str, int]] = {}
+        self.dynamic = DynamicBrokerConfig(config.props, self.broker_id)
+        # Called with the broker's new effective props after a dynamic config change.
+        self.on_broker_config: Callable[[dict[str, str]], None] | None = None
 
     # -- start --------------------------------------------------------------------------------
     async def connect(self, local_cluster_id: str | None) -> str:
@@ -145,6 +150,14 @@ class ZkBroker:
                 "log dir belongs to another cluster")
         self.cluster_id = cluster_id
         return cluster_id
+
+    async def load_dynamic_configs(self) -> dict[str, str] | None:
+        """The dynamic broker configs in ZooKeeper (before the broker opens its logs): the
+        effective props when there are any, else None."""
+        await self._load_broker_configs()
+        if not (self.dynamic.cluster_default or self.dynamic.per_broker):
+            return None
+        return self.dynamic.props()
 
     async def start(self, endpoints: list[tuple[str, str, int]]) -> None:
         """Steps 3-5, once the listeners are bound: `endpoints` are (listener, host, port)."""
@@ -380,12 +393,44 @@ class ZkBroker:
             log.warning("topic %s: ignoring an invalid config in ZooKeeper: %s", topic, e)
             return self.default_log_config
 
-    def change_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
+    async def change_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
         """AlterConfigs in a cluster: ZooKeeper gets the new overrides and a change
-        notification; every broker (this one too) applies them from its watch."""
+        notification; every broker (this one at once) applies them."""
+        await self.admin.change_config("topics", topic, overrides)
         self.metadata.set_topic_config(topic, overrides)
         self.log_manager.update_topic_config(topic, self._log_config(topic, overrides))
-        self._spawn(self.admin.change_config("topics", topic, overrides))
+
+    async def alter_broker_config(self, entity: str, values: dict[str, str]) -> None:
+        """Dynamic broker configs: ZooKeeper gets the entity's new values (a cluster-wide
+        default or one broker's) and a change notification; every broker affected applies
+        them from its watch, this one at once."""
+        await self.admin.change_config("brokers", entity, values)
+        self._broker_config_changed(entity, values)
+
+    def _broker_config_changed(self, entity: str, values: dict[str, str]) -> None:
+        if entity not in (DEFAULT_ENTITY, str(self.broker_id)):
+            return
+        if self.dynamic.layer(entity) == values:
+            return
+        self.dynamic.set_layer(entity, values)
+        if self.on_broker_config is not None:
+            self.on_broker_config(self.dynamic.props())
+
+    def apply_broker_config(self, config: BrokerConfig) -> None:
+        """Live changes of the cluster-side keys: fetchers, the controller's defaults."""
+        self.config = config
+        self.controller.config = dataclasses.replace(
+            self.controller.config, unclean_leader_election_enable=config.unclean_leader_election_enable)
+        if config.num_replica_fetchers != self.fetchers.config.num_replica_fetchers:
+            self.fetchers.config = dataclasses.replace(
+                self.fetchers.config, num_replica_fetchers=config.num_replica_fetchers)
+            followers = [p for p in self.replica_manager.partitions.values()
+                         if not p.is_leader and self.fetchers.fetching(p.topic_partition)]
+            self.fetchers.add_partitions(followers)  # re-spread over the new fetcher count
+
+    async def _load_broker_configs(self) -> None:
+        for entity in (DEFAULT_ENTITY, str(self.broker_id)):
+            self.dynamic.set_layer(entity, await self.admin.read_config("brokers", entity))
 
     async def _load_configs(self) -> None:
         for topic in await self.zk.get_children("/config/topics"):
@@ -418,3 +463,5 @@ class ZkBroker:
                 overrides = await self.admin.read_config("topics", name)
                 self.metadata.set_topic_config(name, overrides)
                 self.log_manager.update_topic_config(name, self._log_config(name, overrides))
+            elif entity_type == "brokers":
+                self._broker_config_changed(name, await self.admin.read_config("brokers", name))

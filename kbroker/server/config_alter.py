@@ -1,14 +1,17 @@
 """What AlterConfigs and IncrementalAlterConfigs share: per resource, work out the
 topic's new set of overrides, check it, and (unless validate_only) persist it in
-the topic registry and apply it to the live logs (Log.update_config).
+the topic registry and apply it to the live logs (Log.update_config); in a cluster,
+write it to ZooKeeper, from where every broker applies it (the answer follows the write).
 
 Per resource, as Kafka 3.9's ConfigAdminManager.preprocess and
 ZkAdminManager.alterConfigs: a resource listed twice -> INVALID_REQUEST; a
 TOPIC (2) that does not exist -> UNKNOWN_TOPIC_OR_PARTITION; an unknown or
 ill-typed config -> INVALID_CONFIG; a BROKER (4) resource must name this
-broker (INVALID_REQUEST otherwise) and, since kbroker has no dynamically
-updatable broker configs, any change to it -> INVALID_CONFIG ("Cannot update
-these configs dynamically"); BROKER_LOGGER (8) levels change live through
+broker (INVALID_REQUEST otherwise). On a single broker any change to it ->
+INVALID_CONFIG ("Cannot update these configs dynamically"); in a cluster the keys
+kbroker applies live (kbroker.cluster.dynamic_config.LIVE_KEYS) are stored in
+ZooKeeper as Kafka's dynamic broker configs (name "": the cluster-wide default) and
+others -> INVALID_CONFIG; BROKER_LOGGER (8) levels change live through
 IncrementalAlterConfigs (kbroker.server.broker_loggers); other resource types
 -> INVALID_REQUEST.
 """
@@ -20,7 +23,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, LIVE_KEYS, DynamicBrokerConfig
+from kbroker.common.config_def import ConfigError
 from kbroker.common.error_code import ErrorCode
+from kbroker.config import BrokerConfig
 from kbroker.server import broker_loggers, topic_admin
 from kbroker.server.config_describe import ResourceType
 from kbroker.server.request_context import RequestContext
@@ -40,7 +46,7 @@ class Outcome(NamedTuple):
     error_message: str | None
 
 
-def alter_resources(
+async def alter_resources(
     ctx: RequestContext, resources: Sequence[Any], plan: Planner, validate_only: bool,
     incremental: bool,
 ) -> list[Outcome]:
@@ -51,7 +57,7 @@ def alter_resources(
         try:
             if counts[(res.resource_type, res.resource_name)] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            _alter(ctx, res, plan, validate_only, incremental)
+            await _alter(ctx, res, plan, validate_only, incremental)
             out.append(Outcome(res.resource_type, res.resource_name, ErrorCode.NONE, None))
         except AdminError as e:
             out.append(Outcome(res.resource_type, res.resource_name, e.error_code, e.message))
@@ -62,8 +68,8 @@ def alter_resources(
     return out
 
 
-def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool,
-           incremental: bool) -> None:
+async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool,
+                 incremental: bool) -> None:
     broker = ctx.broker
     if res.resource_type == ResourceType.BROKER_LOGGER:
         topic_admin.check_broker_name(broker, res.resource_name)
@@ -72,6 +78,9 @@ def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool,
     if res.resource_type == ResourceType.BROKER:
         if res.resource_name != "":
             topic_admin.check_broker_name(broker, res.resource_name)
+        if broker.zk_broker is not None:
+            await _alter_dynamic_broker(ctx, res, plan, validate_only)
+            return
         if res.configs:
             names = ", ".join(sorted({c.name for c in res.configs}))
             raise AdminError(
@@ -87,8 +96,37 @@ def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool,
     topic_admin.topic_config(broker, overrides)
     if validate_only:
         return
-    topic_admin.set_topic_configs(broker, info, overrides)
+    await topic_admin.set_topic_configs(broker, info, overrides)
     log.info("topic %s configs now %s", info.name, overrides)
+
+
+async def _alter_dynamic_broker(ctx: RequestContext, res: Any, plan: Planner,
+                                validate_only: bool) -> None:
+    """Cluster mode: a change of the cluster-wide default ("") or this broker's dynamic
+    configs, checked against the whole config it would make, stored in ZooKeeper."""
+    zk_broker = ctx.broker.zk_broker
+    assert zk_broker is not None
+    dynamic = zk_broker.dynamic
+    entity = DEFAULT_ENTITY if res.resource_name == "" else res.resource_name
+    layer = plan(res, dict(dynamic.layer(entity)), ctx.broker.default_log_config)
+    refused = dynamic.refused(set(layer) - set(dynamic.layer(entity)) | {
+        k for k, v in layer.items() if dynamic.layer(entity).get(k) != v})
+    if refused:
+        raise AdminError(ErrorCode.INVALID_CONFIG,
+                         f"Cannot update these configs dynamically: {', '.join(refused)} (kbroker "
+                         "changes these while running: "
+                         f"{', '.join(sorted(LIVE_KEYS))})")
+    trial = DynamicBrokerConfig(dynamic.static, dynamic.broker_id)
+    trial.set_layer(DEFAULT_ENTITY, dynamic.cluster_default)
+    trial.set_layer(str(dynamic.broker_id), dynamic.per_broker)
+    trial.set_layer(entity, layer)
+    try:
+        BrokerConfig.from_props(trial.props()).log_config()
+    except ConfigError as e:
+        raise AdminError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if not validate_only:
+        await zk_broker.alter_broker_config(entity, layer)
+        log.info("dynamic broker configs of %s now %s", entity, layer)
 
 
 def reject_nulls(names_values: Sequence[tuple[str, str | None]]) -> None:

@@ -19,7 +19,7 @@ are read-only whatever Kafka's update mode.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -70,16 +70,22 @@ class ConfigDescription:
     is_sensitive: bool = False
 
 
+# A broker's config layers, strongest first: (source, values). A single broker has one
+# (its server.properties); a cluster broker has its dynamic configs from ZooKeeper above.
+Layers = Sequence[tuple["ConfigSource", Mapping[str, str]]]
+
+
 def describe_topic(
     overrides: Mapping[str, str],
     log_config: LogConfig,
     broker: BrokerConfig,
     keys: Iterable[str] | None = None,
     include_documentation: bool = False,
+    layers: Layers | None = None,
 ) -> list[ConfigDescription]:
     """Every topic config (or those in `keys`) of a topic with these overrides."""
     wanted = None if keys is None else set(keys)
-    static = broker.props
+    layers = layers or [(ConfigSource.STATIC_BROKER_CONFIG, broker.props)]
     out = []
     for key in TOPIC_CONFIGS:
         if wanted is not None and key.name not in wanted:
@@ -89,7 +95,8 @@ def describe_topic(
         if key.name in overrides:
             synonyms.append(Synonym(key.name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         synonyms += [
-            Synonym(b, static[b], ConfigSource.STATIC_BROKER_CONFIG) for b in key.synonyms if b in static
+            Synonym(b, values[b], source) for source, values in layers for b in key.synonyms
+            if b in values
         ]
         synonyms += [
             Synonym(b, BROKER_CONFIGS[b].default_string, ConfigSource.DEFAULT_CONFIG)
@@ -105,24 +112,27 @@ def describe_topic(
 
 
 def describe_broker(
-    broker: BrokerConfig, keys: Iterable[str] | None = None, include_documentation: bool = False
+    broker: BrokerConfig, keys: Iterable[str] | None = None, include_documentation: bool = False,
+    layers: Layers | None = None, live_keys: frozenset[str] = frozenset(),
 ) -> list[ConfigDescription]:
-    """Every broker config key (or those in `keys`) with its value and source."""
+    """Every broker config key (or those in `keys`) with its value and source; read-only
+    unless it is one of `live_keys` (what a cluster changes while running)."""
     wanted = None if keys is None else set(keys)
-    static = broker.props
+    layers = layers or [(ConfigSource.STATIC_BROKER_CONFIG, broker.props)]
     out = []
     for key in sorted(BROKER_CONFIGS, key=lambda k: k.name):
         if wanted is not None and key.name not in wanted:
             continue
-        synonyms: list[Synonym] = []
-        if key.name in static:
-            synonyms.append(Synonym(key.name, static[key.name], ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms: list[Synonym] = [
+            Synonym(key.name, values[key.name], source) for source, values in layers
+            if key.name in values]
         if key.default is not None:
             synonyms.append(Synonym(key.name, key.default_string, ConfigSource.DEFAULT_CONFIG))
         value = synonyms[0].value if synonyms else _effective(broker, key.name)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         doc = key.doc if include_documentation else None
-        out.append(ConfigDescription(key.name, value, source, tuple(synonyms), key.type, True, doc))
+        out.append(ConfigDescription(key.name, value, source, tuple(synonyms), key.type,
+                                     key.name not in live_keys, doc))
     return out
 
 

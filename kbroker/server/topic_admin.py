@@ -206,12 +206,12 @@ def add_partitions(broker: BrokerState, info: TopicInfo, count: int) -> None:
         raise
 
 
-def set_topic_configs(broker: BrokerState, info: TopicInfo, overrides: Mapping[str, str]) -> None:
+async def set_topic_configs(broker: BrokerState, info: TopicInfo, overrides: Mapping[str, str]) -> None:
     """Replace the topic's overrides: persist them, then apply them to its live logs (in a
     cluster: write them to ZooKeeper, from where every broker applies them)."""
     config = topic_config(broker, overrides)
     if broker.zk_broker is not None:
-        broker.zk_broker.change_topic_config(info.name, dict(overrides))
+        await broker.zk_broker.change_topic_config(info.name, dict(overrides))
         return
     broker.local_registry().set_configs(info.name, dict(overrides))
     broker.log_manager.update_topic_config(info.name, config)

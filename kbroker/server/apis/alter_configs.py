@@ -19,8 +19,8 @@ from kbroker.storage.log_config import LogConfig
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    outcomes = alter_resources(ctx, request.resources, _replace, request.validate_only,
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    outcomes = await alter_resources(ctx, request.resources, _replace, request.validate_only,
                                incremental=False)
     return AlterConfigsResponse(responses=responses(outcomes, Result))
 

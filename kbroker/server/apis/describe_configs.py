@@ -20,7 +20,9 @@ broker's id or a non-integer id -> INVALID_REQUEST, other resource types
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
+from kbroker.cluster.dynamic_config import LIVE_KEYS
 from kbroker.common.error_code import ErrorCode
 from kbroker.metadata.topic_registry import InvalidTopicError, validate_topic_name
 from kbroker.protocol.messages.describe_configs import (
@@ -89,16 +91,28 @@ def _describe(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist."
             )
         config = broker.log_config_for(info)
-        return describe_topic(info.configs, config, broker.config, keys, docs)
+        return describe_topic(info.configs, config, broker.config, keys, docs, _layers(ctx))
     if res.resource_type == ResourceType.BROKER:
         if res.resource_name == "":
             return []
         topic_admin.check_broker_name(broker, res.resource_name)
-        return describe_broker(broker.config, keys, docs)
+        live = LIVE_KEYS if broker.zk_broker is not None else frozenset()
+        return describe_broker(broker.config, keys, docs, _layers(ctx), live)
     if res.resource_type == ResourceType.BROKER_LOGGER:
         topic_admin.check_broker_name(broker, res.resource_name)
         return broker_loggers.describe(keys)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
+
+
+def _layers(ctx: RequestContext) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
+    """Cluster mode: this broker's dynamic configs from ZooKeeper above server.properties."""
+    zk = ctx.broker.zk_broker
+    if zk is None:
+        return None
+    d = zk.dynamic
+    return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
+            (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
+            (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
 
 
 def _entry(d: ConfigDescription, synonyms: bool) -> Entry:

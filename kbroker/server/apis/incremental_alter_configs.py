@@ -33,10 +33,10 @@ Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def handle(
+async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    outcomes = alter_resources(ctx, request.resources, _apply_ops, request.validate_only,
+    outcomes = await alter_resources(ctx, request.resources, _apply_ops, request.validate_only,
                                incremental=True)
     return IncrementalAlterConfigsResponse(responses=responses(outcomes, Result))
 
