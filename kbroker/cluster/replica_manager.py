@@ -263,6 +263,31 @@ class ReplicaManager:
             p.fenced = True
             p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
+    # -- moving replicas between log dirs (AlterReplicaLogDirs) ----------------------------
+    def move_replica(self, tp: TopicPartition, target_dir: str) -> asyncio.Task[None]:
+        """Copy the replica into `target_dir` in steps that let the loop serve meanwhile,
+        then swap it in (storage/replica_move.py); the task doing it."""
+        if tp in self.log_manager.moves:
+            self.log_manager.cancel_move(tp)
+        move = self.log_manager.start_move(tp, target_dir)
+        return asyncio.ensure_future(self._copy_and_swap(tp, move.copy))
+
+    async def _copy_and_swap(self, tp: TopicPartition, copy: Callable[[], bool]) -> None:
+        try:
+            while not copy():
+                await asyncio.sleep(0)
+            if self.log_manager.moves.get(tp) is None:
+                return  # cancelled (another move, a deletion)
+            new_log = self.log_manager.complete_move(tp)
+        except Exception:
+            log.exception("moving %s between log dirs failed", tp)
+            self.log_manager.cancel_move(tp)
+            return
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.log = new_log
+        log.info("moved %s to %s", tp, self.log_manager.dir_of(tp))
+
     # -- periodic duties (cluster mode) ----------------------------------------------------
     def maybe_shrink_isr(self) -> None:
         for p in self.leader_partitions():

@@ -28,6 +28,7 @@ from kbroker.protocol.api_key import ApiKey
 from kbroker.server.apis import alter_configs as alter_configs
 from kbroker.server.apis import alter_partition as alter_partition
 from kbroker.server.apis import alter_partition_reassignments as alter_partition_reassignments
+from kbroker.server.apis import alter_replica_log_dirs as alter_replica_log_dirs
 from kbroker.server.apis import api_versions as api_versions
 from kbroker.server.apis import controlled_shutdown as controlled_shutdown
 from kbroker.server.apis import create_partitions as create_partitions
@@ -111,6 +112,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster),
         _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions),
         _spec(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, describe_log_dirs),
+        _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2, alter_replica_log_dirs),
         _spec(ApiKey.ELECT_LEADERS, 0, 2, elect_leaders),
         _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments),
         _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments),

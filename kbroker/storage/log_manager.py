@@ -8,6 +8,7 @@ On disk, per log dir:
     <dir>/.kafka_cleanshutdown                  written last by shutdown(); removed
                                                 once startup() has loaded the dir
     <dir>/<topic>-<partition>.<uuid hex>-delete  a deleted partition awaiting removal
+    <dir>/<topic>-<partition>.<uuid hex>-future  a replica moving here (replica_move.py)
 
 Lock: the broker's event-loop thread calls every public method after startup().
 startup() loads partitions on `recovery_threads` worker threads (each touches only
@@ -41,6 +42,7 @@ from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_failure import LogDirFailureChannel
 from kbroker.storage.log_loader import LoadResult, LogLoader
 from kbroker.storage.partition_metadata import read_partition_metadata, write_partition_metadata
+from kbroker.storage.replica_move import ReplicaMove, future_dir_name, partition_of_future_dir
 from kbroker.storage.segment_file_cache import SegmentFileCache
 from kbroker.utils.atomic_file import fsync_dir, sync_filesystem
 from kbroker.utils.rlimit import open_file_limit
@@ -90,6 +92,7 @@ class LogManager:
         # left online; the broker hands it to its loop (offline partitions, or a shutdown).
         self.on_dir_offline: Callable[[str, bool], None] | None = None
         self._flusher: ThreadPoolExecutor | None = None
+        self.moves: dict[TopicPartition, ReplicaMove] = {}  # AlterReplicaLogDirs in progress
         self.last_load_recovered: list[TopicPartition] = []
         self._started = False
 
@@ -101,6 +104,7 @@ class LogManager:
             os.makedirs(d, exist_ok=True)
         self._flusher = ThreadPoolExecutor(1, thread_name_prefix="kbroker-log-flush")
         jobs = []
+        futures: dict[TopicPartition, str] = {}
         for d in self.log_dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
             recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT)
@@ -113,6 +117,10 @@ class LogManager:
                     continue
                 if name.endswith(DELETE_DIR_SUFFIX):
                     self.deleter.schedule_dir(0, path)
+                    continue
+                moving = partition_of_future_dir(name)
+                if moving is not None:
+                    futures[moving] = path
                     continue
                 try:
                     tp = TopicPartition.from_dir_name(name)
@@ -132,6 +140,8 @@ class LogManager:
             if not clean:
                 self.last_load_recovered.append(tp)
                 recovered.append(result)
+        for tp, path in futures.items():
+            self._adopt_future(tp, path)
         if recovered:
             _log_recovery(recovered, [d for d in self.log_dirs if not os.path.exists(
                 os.path.join(d, CLEAN_SHUTDOWN_FILE))], self.time.monotonic_ms() - started_ms)
@@ -165,6 +175,66 @@ class LogManager:
                       "deleted %d segments", tp, r.scanned_bytes, r.recovered_segments,
                       r.truncated_bytes, r.deleted_segments)
         return lg, loader.result
+
+    def _adopt_future(self, tp: TopicPartition, path: str) -> None:
+        """A future dir left by a move: promoted when the move crashed after the current
+        dir went (it is the partition's only copy), else removed (the move is forgotten)."""
+        if tp in self._logs:
+            log.info("removing the unfinished move of %s: %s", tp, path)
+            self.deleter.schedule_dir(0, path)
+            return
+        final = os.path.join(os.path.dirname(path), tp.dir_name)
+        os.rename(path, final)
+        fsync_dir(os.path.dirname(path))
+        lg, _result = self._load(os.path.dirname(path), final, tp, False, 0, 0)
+        self._publish(tp, lg, os.path.dirname(path))
+        log.warning("finished the move of %s to %s (interrupted by a crash)", tp, final)
+
+    # -- moving a replica between log dirs (AlterReplicaLogDirs) -------------------------
+    def start_move(self, tp: TopicPartition, target_dir: str) -> ReplicaMove:
+        source = self._logs[tp]
+        path = os.path.join(target_dir, future_dir_name(tp))
+        os.makedirs(path)
+        future = LogLoader(path, tp, source.topic_id, source.config, self.time, self.deleter,
+                           had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
+                           flush_executor=None).new_log()
+        future.segments.use_file_cache(self.file_cache)
+        move = self.moves[tp] = ReplicaMove(source, future, target_dir)
+        return move
+
+    def cancel_move(self, tp: TopicPartition) -> None:
+        move = self.moves.pop(tp, None)
+        if move is not None:
+            move.future.abandon()
+            self.deleter.schedule_dir(0, move.future.dir)
+
+    def complete_move(self, tp: TopicPartition) -> Log:
+        """Swap the caught-up future log in (see replica_move.py); the new Log."""
+        move = self.moves.pop(tp)
+        move.finish_copy()
+        future_path = move.future.dir
+        move.future.close()
+        old = self._logs[tp]
+        old_dir = self._dir_of[tp]
+        doomed = os.path.join(old_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        old.flush()
+        old.closed = True
+        os.rename(old.dir, doomed)
+        fsync_dir(old_dir)
+        final = os.path.join(move.target_dir, tp.dir_name)
+        os.rename(future_path, final)
+        fsync_dir(move.target_dir)
+        self.deleter.schedule(old.config.file_delete_delay_ms, old.abandon)
+        self.deleter.schedule_dir(old.config.file_delete_delay_ms, doomed)
+        lg = LogLoader(final, tp, old.topic_id, old.config, self.time, self.deleter,
+                       had_clean_shutdown=True, recovery_point=move.future.log_end_offset,
+                       log_start_offset=old.log_start_offset, flush_executor=self._flusher).load()
+        lg.auto_high_watermark = old.auto_high_watermark
+        high_watermark = old.high_watermark
+        self._publish(tp, lg, move.target_dir)
+        lg.update_high_watermark(high_watermark)
+        self.checkpoint()
+        return lg
 
     def shutdown(self) -> None:
         """Flush every log, write the checkpoints, close, then write the clean markers.

@@ -1,5 +1,6 @@
 """DescribeLogDirs (key 35), v0-4: this broker's log dirs and the replicas each holds, with
-their size on disk and (v4) the dir's total and usable bytes. An offline dir answers
+their size on disk and (v4) the dir's total and usable bytes; a replica being moved into
+a dir (AlterReplicaLogDirs) appears there as a future replica with its lag. An offline dir answers
 KAFKA_STORAGE_ERROR with no topics. Null topics: every replica.
 """
 
@@ -37,6 +38,13 @@ def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogD
             by_topic.setdefault(tp.topic, []).append(Partition(
                 partition_index=tp.partition, partition_size=plog.size_in_bytes, offset_lag=lag,
                 is_future_key=False))
+        for tp, move in sorted(manager.moves.items()):
+            if move.target_dir != d or (wanted is not None and (tp.topic, tp.partition) not in wanted):
+                continue
+            lag = max(move.source.log_end_offset - move.future.log_end_offset, 0)
+            by_topic.setdefault(tp.topic, []).append(Partition(
+                partition_index=tp.partition, partition_size=move.future.size_in_bytes,
+                offset_lag=lag, is_future_key=True))
         try:
             st = os.statvfs(d)
             total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
