@@ -280,7 +280,7 @@ class BrokerState:
 
     # -- topics
 
-    def log_config_for(self, info: TopicInfo) -> Any:
+    def log_config_for(self, info: TopicInfo) -> LogConfig:
         if not info.configs:
             return self.default_log_config
         return LogConfig.from_props(info.configs, base=self.default_log_config)

@@ -20,8 +20,8 @@ Lock: the broker's event-loop thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterator, Sequence
-from typing import Any
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -30,16 +30,40 @@ from kbroker.records.builder import build_batch
 from kbroker.records.record_iter import iter_batches
 from kbroker.utils.java_hash import java_abs, java_string_hash
 
+if TYPE_CHECKING:
+    from kbroker.cluster.metadata_cache import TopicCatalog
+    from kbroker.cluster.replica_manager import ReplicaManager
+    from kbroker.config import BrokerConfig
+    from kbroker.storage.log import Log
+    from kbroker.storage.log_manager import LogManager
+    from kbroker.utils.time import Time
+
 log = logging.getLogger(__name__)
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 _READ_CHUNK = 4 * 1024 * 1024
 
 
+class OffsetsBroker(Protocol):
+    """What the offsets topic uses of the broker (BrokerState)."""
+
+    config: BrokerConfig
+    time: Time
+    topics: TopicCatalog
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+
+    @property
+    def offsets_topic_replication_factor(self) -> int: ...
+
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              configs: Mapping[str, str]) -> bool: ...
+
+
 class OffsetsTopic:
     """Reads and appends __consumer_offsets through the broker's logs."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: OffsetsBroker) -> None:
         self.broker = broker
         self.config = broker.config
 
@@ -115,7 +139,7 @@ async def _completed(code: int) -> int:
     return code
 
 
-def read_partition(plog: Any) -> Iterator[tuple[bytes, bytes | None]]:
+def read_partition(plog: Log) -> Iterator[tuple[bytes, bytes | None]]:
     offset = plog.log_start_offset
     end = plog.log_end_offset
     while offset < end:

@@ -41,6 +41,7 @@ from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.server.request_context import RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
+from kbroker.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def _read_for_follower(partition: Partition, replica_id: int, fp: FetchRequest.F
 
 
 def _read_partition(
-    plog: Any, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool
+    plog: Log, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool
 ) -> PartitionData:
     high_watermark = plog.high_watermark
     last_stable = plog.last_stable_offset

@@ -9,13 +9,13 @@ first offset whose timestamp is >= it, via the time index, or -1 when none is.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from kbroker.server.request_context import RequestContext
+from kbroker.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def _lookup(
     return _found(p.partition_index, offset, timestamp, found_epoch if found_epoch is not None else 0)
 
 
-def _by_timestamp(plog: Any, ts: int) -> tuple[int, int, int | None] | None:
+def _by_timestamp(plog: Log, ts: int) -> tuple[int, int, int | None] | None:
     try:
         result = plog.fetch_offset_by_timestamp(ts)
     except KafkaError:
