@@ -81,7 +81,7 @@ def config_help() -> str:
 def _serve(args: argparse.Namespace) -> int:
     from kbroker.broker import Broker
     from kbroker.config import BrokerConfig
-    from kbroker.storage.errors import KafkaStorageError
+    from kbroker.common.errors import KafkaError
     from kbroker.utils.malloc import keep_frame_buffers_in_heap
     from kbroker.utils.rlimit import raise_open_file_limit
 
@@ -106,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except (OSError, KafkaStorageError) as e:
+    except (OSError, KafkaError) as e:  # a dir, a port, ZooKeeper, the cluster id...
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
         return 1
     if broker.failure is not None:

@@ -127,7 +127,9 @@ class ZkBroker:
 
     # -- start --------------------------------------------------------------------------------
     async def connect(self, local_cluster_id: str | None) -> str:
-        """Steps 1-2; returns the cluster id (the caller writes it to meta.properties)."""
+        """Steps 1-2; returns the cluster id (the caller writes it to meta.properties). A new
+        ZooKeeper (or chroot) gets a new id (cluster.id when set), as Kafka's
+        getOrGenerateClusterId: log dirs of another cluster are then refused."""
         await self.zk.start()
         for path in zk_data.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
@@ -135,7 +137,7 @@ class ZkBroker:
         if found is None:
             from kbroker.metadata.meta_properties import new_cluster_id
 
-            cluster_id = local_cluster_id or new_cluster_id()
+            cluster_id = self.config.cluster_id or new_cluster_id()
             try:
                 await self.zk.create(zk_data.CLUSTER_ID_PATH, zk_data.encode_cluster_id(cluster_id),
                                      makepath=True)

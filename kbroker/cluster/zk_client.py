@@ -45,7 +45,7 @@ PROBE_FRACTION = 0.1
 PROBE_PATH = "/controller_epoch"
 
 
-class ZooKeeperConnectError(RuntimeError):
+class ZooKeeperConnectError(ConnectionError):
     """ZooKeeper did not answer within zookeeper.connection.timeout.ms."""
 
 

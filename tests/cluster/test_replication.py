@@ -328,3 +328,47 @@ def test_reassignment_while_producing(cluster: Cluster) -> None:
     assert set(run.acked) <= set(values) and values == sorted(set(values))
     wait_until(lambda: not (cluster.brokers[1].log_dir / "moving-0").exists(),
                "broker 1 to delete its replica")
+
+
+def test_unclean_election_by_request_brings_a_stale_replica_up(cluster: Cluster) -> None:
+    from confluent_kafka import ElectionType
+    from confluent_kafka import TopicPartition as CkTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(cluster, "rescue", partitions=1, rf=2)
+    view = wait_for_leader(cluster, "rescue")
+    leader, follower = view.leader, next(b for b in view.replicas if b != view.leader)
+    cluster.stop_broker(follower)
+    wait_for_isr(cluster, "rescue", 0, {leader})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1"})
+    for i in range(10):
+        producer.produce("rescue", str(i).encode(), partition=0)
+    assert producer.flush(30) == 0
+    cluster.stop_broker(leader)
+    cluster.restart(follower, wait=False)
+    wait_until(lambda: (v := partition_view(cluster, "rescue")) is not None and v.leader == -1,
+               "the partition to go offline")
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[follower].bootstrap})
+    futures = admin.elect_leaders(ElectionType.UNCLEAN, [CkTopicPartition("rescue", 0)])
+    futures.result(timeout=30)
+    now = wait_for_leader(cluster, "rescue")
+    assert now.leader == follower and now.isr == (follower,)
+    # the records only the old leader had are gone: that is what unclean means
+    assert read_partition(cluster, "rescue", timeout=10) == []
+
+
+def test_auto_rebalance_gives_the_preferred_replica_its_leadership_back(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    c = new_cluster(zookeeper, tmp_path, 3, {"leader.imbalance.check.interval.seconds": "1",
+                                             "leader.imbalance.per.broker.percentage": "0"})
+    try:
+        create_topic(c, "balanced", partitions=1, rf=3)
+        preferred = wait_for_leader(c, "balanced").replicas[0]
+        assert wait_for_leader(c, "balanced").leader == preferred
+        c.stop_broker(preferred)
+        wait_for_leader(c, "balanced", not_on=preferred)
+        c.restart(preferred)
+        wait_until(lambda: (v := partition_view(c, "balanced")) is not None and v.leader == preferred,
+                   "the preferred replica to lead again")
+    finally:
+        c.stop()
