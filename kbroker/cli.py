@@ -80,8 +80,8 @@ def config_help() -> str:
 
 def _serve(args: argparse.Namespace) -> int:
     from kbroker.broker import Broker
-    from kbroker.config import BrokerConfig
     from kbroker.common.errors import KafkaError
+    from kbroker.config import BrokerConfig
     from kbroker.utils.malloc import keep_frame_buffers_in_heap
     from kbroker.utils.rlimit import raise_open_file_limit
 
