@@ -154,8 +154,9 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             leaders: list[tuple[Partition, PartitionState]] = []
             followers: list[tuple[Partition, PartitionState]] = []
+            configs = await self._configs_of_new_logs(partitions)
             for p in partitions:
-                code = await self._prepare(p, leaders, followers)
+                code = self._prepare(p, leaders, followers, configs)
                 result.errors[p.tp] = code
             if self.fetchers is not None:
                 self.fetchers.remove_partitions([pt.topic_partition for pt, _s in leaders])
@@ -178,9 +179,18 @@ class ReplicaManager:
                 listener(result.became_leader, result.became_follower)
             return result
 
-    async def _prepare(self, p: LeaderAndIsrPartition,
+    async def _configs_of_new_logs(self, partitions: list[LeaderAndIsrPartition]) -> dict[str, LogConfig]:
+        """The topic config of each topic that gets a new log here: read once per topic."""
+        topics = {p.tp.topic for p in partitions
+                  if self.node_id in p.state.replicas and self.log_manager.get_log(p.tp) is None}
+        if self.topic_config is None or not topics:
+            return {}
+        return {t: await self.topic_config(t) for t in sorted(topics)}
+
+    def _prepare(self, p: LeaderAndIsrPartition,
                        leaders: list[tuple[Partition, PartitionState]],
-                       followers: list[tuple[Partition, PartitionState]]) -> int:
+                       followers: list[tuple[Partition, PartitionState]],
+                       configs: dict[str, LogConfig]) -> int:
         state = p.state
         if self.node_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -194,7 +204,7 @@ class ReplicaManager:
                 return ErrorCode.STALE_CONTROLLER_EPOCH
         else:
             try:
-                plog = await self._get_or_create_log(p.tp, p.topic_id)
+                plog = self._get_or_create_log(p.tp, p.topic_id, configs.get(p.tp.topic))
             except KafkaError as e:
                 log.error("cannot create the log of %s: %s", p.tp, e)
                 return e.error_code
@@ -209,11 +219,11 @@ class ReplicaManager:
         (leaders if state.leader == self.node_id else followers).append((partition, state))
         return ErrorCode.NONE
 
-    async def _get_or_create_log(self, tp: TopicPartition, topic_id: uuid.UUID | None) -> Log:
+    def _get_or_create_log(self, tp: TopicPartition, topic_id: uuid.UUID | None,
+                           config: LogConfig | None) -> Log:
         existing = self.log_manager.get_log(tp)
         if existing is not None:
             return existing
-        config = await self.topic_config(tp.topic) if self.topic_config is not None else None
         return self.log_manager.get_or_create_log(tp, topic_id or uuid.uuid4(), config)
 
     async def stop_replicas(self, controller_epoch: int,
