@@ -187,10 +187,9 @@ class ReplicaManager:
             return {}
         return {t: await self.topic_config(t) for t in sorted(topics)}
 
-    def _prepare(self, p: LeaderAndIsrPartition,
-                       leaders: list[tuple[Partition, PartitionState]],
-                       followers: list[tuple[Partition, PartitionState]],
-                       configs: dict[str, LogConfig]) -> int:
+    def _prepare(self, p: LeaderAndIsrPartition, leaders: list[tuple[Partition, PartitionState]],
+                 followers: list[tuple[Partition, PartitionState]],
+                 configs: dict[str, LogConfig]) -> int:
         state = p.state
         if self.node_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
