@@ -95,6 +95,7 @@ AlterIsr = Callable[["Partition", tuple[int, ...]], "asyncio.Future[PartitionSta
 @dataclass(slots=True)
 class _Waiter:
     required_offset: int
+    min_insync_replicas: int
     future: asyncio.Future[int] = field(repr=False)
 
 
@@ -231,12 +232,11 @@ class Partition:
             return self._after_append_code(min_insync_replicas)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
-        waiter = _Waiter(required_offset, fut)
+        waiter = _Waiter(required_offset, min_insync_replicas, fut)
         self._waiters.append(waiter)
         handle = loop.call_later(timeout_s, _resolve, fut, ErrorCode.REQUEST_TIMED_OUT)
         fut.add_done_callback(lambda _f: handle.cancel())
         fut.add_done_callback(lambda _f: self._forget(waiter))
-        fut.min_insync_replicas = min_insync_replicas  # type: ignore[attr-defined]
         return fut
 
     def _forget(self, waiter: _Waiter) -> None:
@@ -254,7 +254,7 @@ class Partition:
         if not self._waiters:
             return
         for w in [w for w in self._waiters if w.required_offset <= high_watermark]:
-            _resolve(w.future, self._after_append_code(w.future.min_insync_replicas))  # type: ignore[attr-defined]
+            _resolve(w.future, self._after_append_code(w.min_insync_replicas))
 
     def fail_waiters(self, code: int) -> None:
         for w in list(self._waiters):
