@@ -1,7 +1,10 @@
-# A growable byte buffer (malloc/realloc), shared by batch_decode and batch_encode
-# through `from kbroker._core.growbuf cimport Buf, buf_reserve`. Header-only: the
-# functions are inline, so no extension module owns it. The owner frees `data`.
+# A growable byte buffer (malloc/realloc), shared by batch_decode, batch_encode and
+# records through `from kbroker._core.growbuf cimport Buf, buf_grow, buf_put`.
+# Header-only: the functions are inline, so no extension module owns it. The owner
+# frees `data`. buf_grow and buf_put are nogil and return a status (-1: out of
+# memory, the buffer unchanged); buf_reserve is the one that raises MemoryError.
 from libc.stdlib cimport realloc
+from libc.string cimport memcpy
 
 
 cdef struct Buf:
@@ -10,8 +13,8 @@ cdef struct Buf:
     Py_ssize_t cap
 
 
-cdef inline int buf_reserve(Buf *b, Py_ssize_t extra) except -1:
-    """Room for `extra` more bytes after `size` (capacity doubles, from 4 KiB)."""
+cdef inline int buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
+    """Room for `extra` more bytes after `size` (capacity doubles, from 4 KiB): 0, or -1."""
     cdef Py_ssize_t need = b.size + extra
     cdef Py_ssize_t cap
     cdef unsigned char *p
@@ -22,7 +25,23 @@ cdef inline int buf_reserve(Buf *b, Py_ssize_t extra) except -1:
         cap *= 2
     p = <unsigned char *>realloc(b.data, cap)
     if p == NULL:
-        raise MemoryError()
+        return -1
     b.data = p
     b.cap = cap
+    return 0
+
+
+cdef inline int buf_put(Buf *b, const void *src, Py_ssize_t n) noexcept nogil:
+    """Append n bytes: 0, or -1 when out of memory."""
+    if b.size + n > b.cap and buf_grow(b, n) != 0:
+        return -1
+    memcpy(b.data + b.size, src, n)
+    b.size += n
+    return 0
+
+
+cdef inline int buf_reserve(Buf *b, Py_ssize_t extra) except -1:
+    """buf_grow for code holding the GIL: raises MemoryError."""
+    if buf_grow(b, extra) != 0:
+        raise MemoryError()
     return 0

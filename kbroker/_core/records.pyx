@@ -37,8 +37,11 @@ the Python boundary.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
 from posix.unistd cimport pread
+
+from kbroker._core.growbuf cimport Buf, buf_put
 
 from kbroker.common.errors import KafkaError
 from kbroker.common.error_code import ErrorCode
@@ -87,6 +90,7 @@ cdef enum Status:
     ST_CONTROL = 12
     ST_OFFSET_ORDER = 13    # scanner: batch offsets not increasing / not contiguous
     ST_IO = 14
+    ST_NO_MEMORY = 15       # a growable buffer could not grow (raised as MemoryError)
 
 _MESSAGES = {
     ST_TRUNCATED: "batch truncated: buffer ends before the batch does",
@@ -404,7 +408,99 @@ def assign_offsets(unsigned char[::1] buf, long long base_offset, int partition_
 
 
 # ---------------------------------------------------------------------------------------
-# Segment scanning (recovery, index rebuilding)
+# Segment scanning (recovery, index rebuilding, follower appends): one nogil pass over
+# the segment's bytes. Index entries are written big-endian into growable buffers, as
+# they lie in the index files:
+#
+#     offset index entry   relative offset int32 | position int32
+#     time index entry     max timestamp so far int64 | relative offset int32
+#
+# and each leader epoch change as an EpochStart. Python sees them once, at the end.
+
+cdef struct EpochStart:
+    int32_t epoch
+    int64_t start_offset
+
+
+cdef struct Scan:
+    # what the caller knows (inputs)
+    int64_t base_offset
+    int64_t index_interval_bytes
+    bint require_contiguous
+    # where the walk is (starting values from the caller, results at the end)
+    int64_t position
+    int64_t last_entry_position
+    int64_t next_offset                 # -1: no batch seen yet, no expectation
+    int64_t last_time_index_timestamp
+    int64_t max_timestamp
+    int64_t offset_of_max_timestamp
+    int32_t epoch
+    int32_t batch_count
+    # what it found (outputs)
+    Buf offset_index
+    Buf time_index
+    Buf epoch_starts                    # EpochStart after EpochStart
+
+
+cdef int scan_index_entry(Scan *s, int64_t last_offset) noexcept nogil:
+    """The index entries for the batch at s.position (Kafka's LogSegment.recover)."""
+    cdef unsigned char entry[12]
+    kb_store_be32(entry, <uint32_t>(last_offset - s.base_offset))
+    kb_store_be32(entry + 4, <uint32_t>s.position)
+    if buf_put(&s.offset_index, entry, 8) != 0:
+        return ST_NO_MEMORY
+    if s.max_timestamp > s.last_time_index_timestamp:
+        kb_store_be64(entry, <uint64_t>s.max_timestamp)
+        kb_store_be32(entry + 8, <uint32_t>(s.offset_of_max_timestamp - s.base_offset))
+        if buf_put(&s.time_index, entry, 12) != 0:
+            return ST_NO_MEMORY
+        s.last_time_index_timestamp = s.max_timestamp
+    s.last_entry_position = s.position
+    return ST_OK
+
+
+cdef int scan_batch(const unsigned char *p, int64_t avail, Scan *s) noexcept nogil:
+    """Check the batch at p (s.position) and account for it; a status on the first fault."""
+    cdef Header h
+    cdef EpochStart e
+    cdef int64_t last_offset
+    cdef int st = check_frame(p, avail, &h)
+    if st != ST_OK:
+        return st
+    last_offset = h.base_offset + h.last_offset_delta
+    if (h.base_offset < s.base_offset or h.last_offset_delta < 0
+            or last_offset - s.base_offset > 0x7FFFFFFF
+            or (s.next_offset >= 0 and h.base_offset < s.next_offset)
+            or (s.require_contiguous and s.next_offset >= 0 and h.base_offset != s.next_offset)):
+        return ST_OFFSET_ORDER
+    if h.max_timestamp > s.max_timestamp:
+        s.max_timestamp = h.max_timestamp
+        s.offset_of_max_timestamp = last_offset
+    if s.position - s.last_entry_position > s.index_interval_bytes:
+        st = scan_index_entry(s, last_offset)
+        if st != ST_OK:
+            return st
+    if h.partition_leader_epoch >= 0 and h.partition_leader_epoch > s.epoch:
+        s.epoch = h.partition_leader_epoch
+        e.epoch = s.epoch
+        e.start_offset = h.base_offset
+        if buf_put(&s.epoch_starts, &e, sizeof(e)) != 0:
+            return ST_NO_MEMORY
+    s.next_offset = last_offset + 1
+    s.batch_count += 1
+    s.position += <int64_t>h.batch_length + LOG_OVERHEAD
+    return ST_OK
+
+
+cdef int scan_all(const unsigned char *buf, int64_t n, Scan *s) noexcept nogil:
+    """Walk batches from s.position to the end of buf; stop at the first bad one."""
+    cdef int st
+    while s.position < n:
+        st = scan_batch(buf + s.position, n - s.position, s)
+        if st != ST_OK:
+            return st
+    return ST_OK
+
 
 cdef class SegmentScan:
     """Result of scan_segment: the valid prefix and the index entries to write for it."""
@@ -425,6 +521,26 @@ cdef class SegmentScan:
                 f"next_offset={self.next_offset}, error={self.error!r})")
 
 
+cdef SegmentScan scan_result(const Scan *s, int st):
+    cdef SegmentScan r = SegmentScan.__new__(SegmentScan)
+    cdef const EpochStart *e = <const EpochStart *>s.epoch_starts.data
+    cdef Py_ssize_t i
+    r.valid_bytes = s.position
+    r.batch_count = s.batch_count
+    r.next_offset = s.next_offset
+    r.max_timestamp = s.max_timestamp
+    r.offset_of_max_timestamp = s.offset_of_max_timestamp
+    r.bytes_since_last_index_entry = s.position - s.last_entry_position
+    r.offset_index_entries = PyBytes_FromStringAndSize(<const char *>s.offset_index.data,
+                                                       s.offset_index.size)
+    r.time_index_entries = PyBytes_FromStringAndSize(<const char *>s.time_index.data,
+                                                     s.time_index.size)
+    r.epoch_starts = [(e[i].epoch, e[i].start_offset)
+                      for i in range(s.epoch_starts.size // <Py_ssize_t>sizeof(EpochStart))]
+    r.error = None if st == ST_OK else _MESSAGES[st]
+    return r
+
+
 def scan_segment(const unsigned char[::1] buf, long long base_offset, long long start_position=0,
                  long long expected_next_offset=-1, long long index_interval_bytes=4096,
                  long long last_time_index_timestamp=-1, long long max_timestamp=-1,
@@ -435,71 +551,35 @@ def scan_segment(const unsigned char[::1] buf, long long base_offset, long long 
     Stops at the first invalid or torn batch. Builds the sparse offset index entries
     (relative last offset int32, position int32) and time index entries (max timestamp
     so far int64, relative offset int32) as Kafka's LogSegment.recover does, and the
-    leader epoch changes [(epoch, start_offset)] seen after `last_epoch`.
+    leader epoch changes [(epoch, start_offset)] seen after `last_epoch`. One pass
+    without the GIL.
     """
     cdef int64_t n = buf.shape[0]
     cdef const unsigned char *b = &buf[0] if n > 0 else NULL
-    cdef int64_t pos = start_position
-    cdef int64_t last_entry_pos = start_position
-    cdef int64_t next_off = expected_next_offset
-    cdef int64_t size, last_offset, rel
-    cdef int64_t last_ts_entry = last_time_index_timestamp
-    cdef int64_t max_ts = max_timestamp
-    cdef int64_t off_max = offset_of_max_timestamp
-    cdef int32_t batches = 0
-    cdef int st = ST_OK
-    cdef Header h
-    cdef bytearray oidx = bytearray()
-    cdef bytearray tidx = bytearray()
-    cdef unsigned char entry[12]
-    cdef list epochs = []
-    cdef int epoch = last_epoch
-    cdef bint first = True
-    while pos < n:
+    cdef Scan s
+    cdef int st
+    if start_position < 0 or start_position > n:
+        raise ValueError(f"start_position {start_position} outside the {n} bytes given")
+    memset(&s, 0, sizeof(s))
+    s.base_offset = base_offset
+    s.index_interval_bytes = index_interval_bytes
+    s.require_contiguous = require_contiguous
+    s.position = s.last_entry_position = start_position
+    s.next_offset = expected_next_offset
+    s.last_time_index_timestamp = last_time_index_timestamp
+    s.max_timestamp = max_timestamp
+    s.offset_of_max_timestamp = offset_of_max_timestamp
+    s.epoch = last_epoch
+    try:
         with nogil:
-            st = check_frame(b + pos, n - pos, &h)
-        if st != ST_OK:
-            break
-        size = <int64_t>h.batch_length + LOG_OVERHEAD
-        last_offset = h.base_offset + h.last_offset_delta
-        if (h.base_offset < base_offset or h.last_offset_delta < 0
-                or last_offset - base_offset > 0x7FFFFFFF
-                or (next_off >= 0 and h.base_offset < next_off)
-                or (require_contiguous and next_off >= 0 and h.base_offset != next_off)):
-            st = ST_OFFSET_ORDER
-            break
-        if h.max_timestamp > max_ts:
-            max_ts = h.max_timestamp
-            off_max = last_offset
-        if pos - last_entry_pos > index_interval_bytes:
-            rel = last_offset - base_offset
-            kb_store_be32(entry, <uint32_t>rel)
-            kb_store_be32(entry + 4, <uint32_t>pos)
-            oidx += entry[:8]
-            if max_ts > last_ts_entry:
-                kb_store_be64(entry, <uint64_t>max_ts)
-                kb_store_be32(entry + 8, <uint32_t>(off_max - base_offset))
-                tidx += entry[:12]
-                last_ts_entry = max_ts
-            last_entry_pos = pos
-        if h.partition_leader_epoch >= 0 and h.partition_leader_epoch > epoch:
-            epoch = h.partition_leader_epoch
-            epochs.append((epoch, h.base_offset))
-        next_off = last_offset + 1
-        batches += 1
-        pos += size
-    cdef SegmentScan r = SegmentScan.__new__(SegmentScan)
-    r.valid_bytes = pos
-    r.batch_count = batches
-    r.next_offset = next_off
-    r.max_timestamp = max_ts
-    r.offset_of_max_timestamp = off_max
-    r.bytes_since_last_index_entry = pos - last_entry_pos
-    r.offset_index_entries = bytes(oidx)
-    r.time_index_entries = bytes(tidx)
-    r.epoch_starts = epochs
-    r.error = None if st == ST_OK else _MESSAGES[st]
-    return r
+            st = scan_all(b, n, &s)
+        if st == ST_NO_MEMORY:
+            raise MemoryError()
+        return scan_result(&s, st)
+    finally:
+        free(s.offset_index.data)
+        free(s.time_index.data)
+        free(s.epoch_starts.data)
 
 
 # ---------------------------------------------------------------------------------------

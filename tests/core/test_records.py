@@ -261,6 +261,79 @@ def test_scan_segment_stops_at_torn_tail_and_corruption() -> None:
     assert R.scan_segment(bytes(gap), 0, require_contiguous=True).valid_bytes == 3 * size
 
 
+def reference_scan(data: bytes, base_offset: int, interval: int, start: int = 0,
+                   next_offset: int = -1, last_ts_entry: int = -1, max_ts: int = -1,
+                   off_max: int = -1, epoch: int = -1) -> dict[str, object]:
+    """Kafka's LogSegment.recover in Python, over batches known to be valid."""
+    pos = last_entry = start
+    oidx, tidx, epochs = bytearray(), bytearray(), []
+    while pos < len(data):
+        h = R.read_batch_header(data, pos)
+        base, length, ple, last_delta, batch_max_ts = h[0], h[1], h[2], h[6], h[8]
+        last = base + last_delta
+        if batch_max_ts > max_ts:
+            max_ts, off_max = batch_max_ts, last
+        if pos - last_entry > interval:
+            oidx += struct.pack(">ii", last - base_offset, pos)
+            if max_ts > last_ts_entry:
+                tidx += struct.pack(">qi", max_ts, off_max - base_offset)
+                last_ts_entry = max_ts
+            last_entry = pos
+        if ple > epoch:
+            epoch = ple
+            epochs.append((ple, base))
+        next_offset = last + 1
+        pos += length + 12
+    return {"valid_bytes": pos, "next_offset": next_offset, "max_timestamp": max_ts,
+            "offset_of_max_timestamp": off_max, "bytes_since_last_index_entry": pos - last_entry,
+            "offset_index_entries": bytes(oidx), "time_index_entries": bytes(tidx),
+            "epoch_starts": epochs}
+
+
+def scan_fields(scan: R.SegmentScan) -> dict[str, object]:
+    return {name: getattr(scan, name) for name in (
+        "valid_bytes", "next_offset", "max_timestamp", "offset_of_max_timestamp",
+        "bytes_since_last_index_entry", "offset_index_entries", "time_index_entries",
+        "epoch_starts")}
+
+
+@pytest.mark.parametrize("interval", [0, 100, 4096])
+def test_scan_segment_matches_a_reference_across_buffer_growth(interval: int) -> None:
+    """Thousands of index entries and epochs: the growable buffers grow past 4 KiB."""
+    out = bytearray()
+    offset = 1000
+    for i in range(3000):
+        n = 1 + i % 3
+        out += make_batch([Rec(b"v" * (i % 40), timestamp_delta=(i * 7) % 50)] * n,
+                          base_offset=offset, base_timestamp=1_700_000_000_000 + i % 500,
+                          partition_leader_epoch=i // 3)
+        offset += n
+    data = bytes(out)
+    scan = R.scan_segment(data, 1000, index_interval_bytes=interval)
+    assert scan.error is None and scan.batch_count == 3000
+    assert scan_fields(scan) == reference_scan(data, 1000, interval)
+    assert len(scan.epoch_starts) == 1000
+    if interval == 0:
+        assert len(scan.offset_index_entries) == 2999 * 8
+
+
+def test_scan_segment_resumes_from_a_position_with_carried_state() -> None:
+    data = segment_bytes(40)
+    size = len(data) // 40
+    start = 20 * size
+    kw = dict(next_offset=100, last_ts_entry=1_700_000_000_000, max_ts=1_700_000_000_010,
+              off_max=60, epoch=1)
+    scan = R.scan_segment(data, 0, start, kw["next_offset"], 2 * size, kw["last_ts_entry"],
+                          kw["max_ts"], kw["off_max"], kw["epoch"])
+    assert scan.batch_count == 20 and scan.error is None
+    assert scan_fields(scan) == reference_scan(data, 0, 2 * size, start, **kw)
+    assert scan.epoch_starts == [(2, 100), (3, 150)]
+    assert R.scan_segment(data, 0, len(data)).valid_bytes == len(data)
+    for bad in (-1, len(data) + 1):
+        with pytest.raises(ValueError, match="start_position"):
+            R.scan_segment(data, 0, bad)
+
+
 def test_fd_walkers() -> None:
     data = segment_bytes(30)
     size = len(data) // 30
