@@ -40,6 +40,11 @@ a compressed batch calls back into Python, once per batch, through the
 passes kbroker.records.compression.decompress with its bound; the core imports
 nothing above itself). Control batches (transaction markers) are skipped; their
 offsets still advance the position.
+
+As in records.pyx, the walk over batches and records runs without the GIL and
+returns a status (Status below); add_records raises once, at the Python
+boundary (raise_status: CorruptRecordError, OverflowError, MemoryError), and
+takes the GIL back only to inflate a compressed batch.
 """
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
@@ -49,7 +54,7 @@ from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
 
 from kbroker._core.crc32c cimport crc32c_update
-from kbroker._core.growbuf cimport Buf, buf_reserve
+from kbroker._core.growbuf cimport Buf, buf_grow, buf_put
 
 
 from kbroker._core.records cimport (
@@ -81,38 +86,39 @@ class CorruptRecordError(ValueError):
     """A fetched record batch is malformed or fails its CRC."""
 
 
-# --- growable byte buffers and the zero-copy hand-over -------------------------
+# --- statuses: the nogil decoder returns one, add_records raises it -------------
 
-cdef inline int buf_put(Buf *b, const void *src, Py_ssize_t n) except -1:
-    if b.size + n > b.cap:
-        buf_reserve(b, n)
-    memcpy(b.data + b.size, src, n)
-    b.size += n
-    return 0
-
-
-cdef inline int put_i32(Buf *b, int32_t v) except -1:
-    if b.size + 4 > b.cap:
-        buf_reserve(b, 4)
-    memcpy(b.data + b.size, &v, 4)
-    b.size += 4
-    return 0
-
-
-cdef inline int put_i64(Buf *b, int64_t v) except -1:
-    if b.size + 8 > b.cap:
-        buf_reserve(b, 8)
-    memcpy(b.data + b.size, &v, 8)
-    b.size += 8
-    return 0
+cdef enum Status:
+    ST_OK = 0
+    ST_BATCH_LENGTH = 1     # batchLength below the v2 header size
+    ST_MAGIC = 2            # magic other than 2
+    ST_CRC = 3
+    ST_RECORD_LENGTH = 4    # a record's length varint, or the record past the section
+    ST_RECORD = 5           # a record's timestampDelta or offsetDelta varint
+    ST_BINARY_LENGTH = 6    # a key, value or header value length
+    ST_HEADER_COUNT = 7
+    ST_HEADER_KEY = 8
+    ST_OVERFLOW = 9         # an Arrow binary column past 2 GiB
+    ST_NO_MEMORY = 10       # a column buffer could not grow
+    ST_COMPRESSED = 11      # not a fault: the batch stopped at needs Python's decompress
 
 
-cdef inline int put_bit(Buf *b, Py_ssize_t i, bint valid) except -1:
+# --- growable byte buffers (nogil: 0, or -1 when out of memory) and the zero-copy hand-over
+
+cdef inline int put_i32(Buf *b, int32_t v) noexcept nogil:
+    return buf_put(b, &v, 4)
+
+
+cdef inline int put_i64(Buf *b, int64_t v) noexcept nogil:
+    return buf_put(b, &v, 8)
+
+
+cdef inline int put_bit(Buf *b, Py_ssize_t i, bint valid) noexcept nogil:
     """Set bit i of a validity bitmap (LSB first), growing it with zero bytes."""
     cdef Py_ssize_t byte = i >> 3
     if byte >= b.size:
-        if byte >= b.cap:
-            buf_reserve(b, byte + 1 - b.size)
+        if byte >= b.cap and buf_grow(b, byte + 1 - b.size) != 0:
+            return -1
         memset(b.data + b.size, 0, byte + 1 - b.size)
         b.size = byte + 1
     if valid:
@@ -120,7 +126,7 @@ cdef inline int put_bit(Buf *b, Py_ssize_t i, bint valid) except -1:
     return 0
 
 
-cdef inline int32_t last_i32(Buf *b):
+cdef inline int32_t last_i32(const Buf *b) noexcept nogil:
     cdef int32_t v
     memcpy(&v, b.data + b.size - 4, 4)
     return v
@@ -169,59 +175,292 @@ cdef NativeBuffer take_buf(Buf *b):
     return nb
 
 
-# --- the decoder ---------------------------------------------------------------
+# --- the decoder: columns, and the nogil walk that fills them ------------------
+
+cdef struct Columns:
+    Buf key_valid, key_offsets, key_data
+    Buf value_valid, value_offsets, value_data
+    Buf offsets, timestamps, timestamp_types
+    Buf header_valid, header_offsets
+    Buf header_key_offsets, header_key_data
+    Buf header_value_valid, header_value_offsets, header_value_data
+    Py_ssize_t num_rows
+    Py_ssize_t key_nulls, value_nulls, header_nulls, header_value_nulls
+    Py_ssize_t num_headers
+    Py_ssize_t data_bytes
+    bint include_headers
+
+
+cdef struct Walk:
+    # the request
+    int64_t start
+    int64_t end
+    bint check_crcs
+    # progress
+    Py_ssize_t position     # of the next batch
+    int64_t next_offset     # where the next Fetch starts
+    int64_t first           # offset of the first record appended (-1: none)
+    # the batch the walk is in (the one a fault or ST_COMPRESSED names)
+    Py_ssize_t batch_position
+    int64_t batch_size
+    int magic
+    int64_t base_offset
+    int64_t batch_next      # its last offset + 1
+    int attributes
+    int32_t count
+    int64_t timestamp       # baseTimestamp, or maxTimestamp for LogAppendTime
+
+
+cdef int put_binary(Columns *c, const unsigned char **pp, const unsigned char *end, Buf *valid,
+                    Buf *offsets, Buf *data, Py_ssize_t row, Py_ssize_t *nulls) noexcept nogil:
+    """One length-prefixed (varint, -1 = null) byte string into an Arrow binary column."""
+    cdef int64_t length
+    if read_varlong(pp, end, 5, &length) != 0 or length < -1 or length > end - pp[0]:
+        return ST_BINARY_LENGTH
+    if length < 0:
+        nulls[0] += 1
+        if put_bit(valid, row, False) != 0 or put_i32(offsets, last_i32(offsets)) != 0:
+            return ST_NO_MEMORY
+        return ST_OK
+    if put_bit(valid, row, True) != 0:
+        return ST_NO_MEMORY
+    if data.size + length > MAX_ARROW_BINARY:
+        return ST_OVERFLOW
+    if buf_put(data, pp[0], length) != 0 or put_i32(offsets, <int32_t>data.size) != 0:
+        return ST_NO_MEMORY
+    c.data_bytes += length
+    pp[0] += length
+    return ST_OK
+
+
+cdef int put_headers(Columns *c, const unsigned char *p, const unsigned char *end,
+                     Py_ssize_t row) noexcept nogil:
+    cdef int64_t count, length, i
+    cdef int st
+    if read_varlong(&p, end, 5, &count) != 0 or count < 0 or count > end - p:
+        return ST_HEADER_COUNT
+    if count == 0:
+        c.header_nulls += 1
+        if (put_bit(&c.header_valid, row, False) != 0
+                or put_i32(&c.header_offsets, <int32_t>c.num_headers) != 0):
+            return ST_NO_MEMORY
+        return ST_OK
+    if put_bit(&c.header_valid, row, True) != 0:
+        return ST_NO_MEMORY
+    for i in range(count):
+        if read_varlong(&p, end, 5, &length) != 0 or length < 0 or length > end - p:
+            return ST_HEADER_KEY
+        if (buf_put(&c.header_key_data, p, length) != 0
+                or put_i32(&c.header_key_offsets, <int32_t>c.header_key_data.size) != 0):
+            return ST_NO_MEMORY
+        p += length
+        st = put_binary(c, &p, end, &c.header_value_valid, &c.header_value_offsets,
+                        &c.header_value_data, c.num_headers, &c.header_value_nulls)
+        if st != ST_OK:
+            return st
+        c.num_headers += 1
+    if put_i32(&c.header_offsets, <int32_t>c.num_headers) != 0:
+        return ST_NO_MEMORY
+    return ST_OK
+
+
+cdef int put_row(Columns *c, const unsigned char *p, const unsigned char *end, int64_t offset,
+                 int64_t timestamp_ms, bint log_append) noexcept nogil:
+    cdef Py_ssize_t row = c.num_rows
+    cdef int st = put_binary(c, &p, end, &c.key_valid, &c.key_offsets, &c.key_data, row,
+                             &c.key_nulls)
+    if st == ST_OK:
+        st = put_binary(c, &p, end, &c.value_valid, &c.value_offsets, &c.value_data, row,
+                        &c.value_nulls)
+    if st != ST_OK:
+        return st
+    if (put_i64(&c.offsets, offset) != 0 or put_i64(&c.timestamps, timestamp_ms * 1000) != 0
+            or put_i32(&c.timestamp_types, 1 if log_append else 0) != 0):
+        return ST_NO_MEMORY
+    if c.include_headers:
+        st = put_headers(c, p, end, row)
+        if st != ST_OK:
+            return st
+    c.num_rows = row + 1
+    return ST_OK
+
+
+cdef int put_records(Columns *c, const unsigned char *p, Py_ssize_t n, Walk *w) noexcept nogil:
+    """The records of w's batch (an uncompressed records section of n bytes at p) within
+    w.start <= offset < w.end."""
+    cdef const unsigned char *stop = p + n
+    cdef const unsigned char *rec_end
+    cdef int64_t length, ts_delta, offset_delta, offset
+    cdef bint log_append = w.attributes & TIMESTAMP_TYPE_BIT
+    cdef int32_t i
+    cdef int st
+    for i in range(w.count):
+        if read_varlong(&p, stop, 5, &length) != 0 or length < 3 or length > stop - p:
+            return ST_RECORD_LENGTH
+        rec_end = p + length
+        p += 1  # record attributes (unused)
+        if read_varlong(&p, rec_end, 10, &ts_delta) != 0 or \
+                read_varlong(&p, rec_end, 5, &offset_delta) != 0:
+            return ST_RECORD
+        offset = w.base_offset + offset_delta
+        if offset >= w.end:
+            return ST_OK
+        if offset >= w.start:
+            if w.first < 0:
+                w.first = offset
+            st = put_row(c, p, rec_end, offset,
+                         w.timestamp if log_append else w.timestamp + ts_delta, log_append)
+            if st != ST_OK:
+                return st
+        p = rec_end
+    return ST_OK
+
+
+cdef inline void batch_done(Walk *w) noexcept nogil:
+    w.next_offset = w.batch_next if w.batch_next < w.end else w.end
+
+
+cdef int put_batches(Columns *c, const unsigned char *buf, Py_ssize_t n, Walk *w) noexcept nogil:
+    """Decode batches from w.position until the range, the complete batches or the data end;
+    stop with ST_COMPRESSED at a compressed one (w.position is already past it)."""
+    cdef const unsigned char *p
+    cdef int st
+    while w.position + HEADER_SIZE <= n and w.next_offset < w.end:
+        p = buf + w.position
+        w.batch_position = w.position
+        w.batch_size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
+        if w.batch_size < HEADER_SIZE:
+            return ST_BATCH_LENGTH
+        if w.position + w.batch_size > n:
+            break  # a partial batch at the end of the response
+        if p[MAGIC_POS] != 2:
+            w.magic = p[MAGIC_POS]
+            return ST_MAGIC
+        w.base_offset = <int64_t>kb_load_be64(p)
+        w.batch_next = w.base_offset + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS) + 1
+        w.position += w.batch_size
+        if w.batch_next <= w.start:
+            continue
+        if w.check_crcs and crc32c_update(0, p + ATTRIBUTES_POS, w.batch_size - ATTRIBUTES_POS) \
+                != kb_load_be32(p + CRC_POS):
+            return ST_CRC
+        w.attributes = kb_load_be16(p + ATTRIBUTES_POS)
+        if not w.attributes & CONTROL_BIT:
+            w.count = <int32_t>kb_load_be32(p + RECORD_COUNT_POS)
+            if w.attributes & TIMESTAMP_TYPE_BIT:
+                w.timestamp = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
+            else:
+                w.timestamp = <int64_t>kb_load_be64(p + BASE_TIMESTAMP_POS)
+            if w.attributes & CODEC_MASK:
+                return ST_COMPRESSED
+            st = put_records(c, p + HEADER_SIZE, w.batch_size - HEADER_SIZE, w)
+            if st != ST_OK:
+                return st
+        batch_done(w)
+    return ST_OK
+
+
+cdef int raise_status(int st, const Walk *w) except -1:
+    """The exception a fault status stands for (the one place the decoder raises)."""
+    if st == ST_NO_MEMORY:
+        raise MemoryError()
+    if st == ST_OVERFLOW:
+        raise OverflowError("column chunk exceeds 2 GiB; take() more often")
+    if st == ST_BATCH_LENGTH:
+        raise CorruptRecordError(f"record batch length {w.batch_size} at byte {w.batch_position}")
+    if st == ST_MAGIC:
+        raise CorruptRecordError(f"record batch magic {w.magic} (only v2 is read)")
+    if st == ST_CRC:
+        raise CorruptRecordError(f"CRC mismatch in the batch at offset {w.base_offset}")
+    what = {ST_RECORD_LENGTH: "bad record length", ST_RECORD: "bad record",
+            ST_BINARY_LENGTH: "bad key/value length", ST_HEADER_COUNT: "bad header count",
+            ST_HEADER_KEY: "bad header key"}[st]
+    raise CorruptRecordError(f"{what} in the batch at {w.base_offset}")
+
 
 cdef class ColumnarRecords:
-    """Arrow column buffers accumulated from fetched record batches of one partition."""
+    """Arrow column buffers accumulated from fetched record batches of one partition.
 
-    cdef Buf key_valid, key_offsets, key_data
-    cdef Buf value_valid, value_offsets, value_data
-    cdef Buf offsets, timestamps, timestamp_types
-    cdef Buf header_valid, header_offsets
-    cdef Buf header_key_offsets, header_key_data
-    cdef Buf header_value_valid, header_value_offsets, header_value_data
-    cdef readonly Py_ssize_t num_rows
-    cdef readonly Py_ssize_t key_nulls, value_nulls, header_nulls, header_value_nulls
-    cdef readonly Py_ssize_t num_headers
+    add_records decodes without the GIL; a second thread using the same object
+    meanwhile gets a RuntimeError rather than a race.
+    """
+
+    cdef Columns c
+    cdef bint busy
     cdef readonly bint include_headers
     cdef readonly bint check_crcs
-    cdef readonly Py_ssize_t data_bytes
     cdef object decompress
 
     def __cinit__(self, bint include_headers=False, bint check_crcs=True, decompress=None):
         self.include_headers = include_headers
+        self.c.include_headers = include_headers
         self.check_crcs = check_crcs
         self.decompress = decompress
         self._reset()
 
     def __dealloc__(self):
-        free(self.key_valid.data)
-        free(self.key_offsets.data)
-        free(self.key_data.data)
-        free(self.value_valid.data)
-        free(self.value_offsets.data)
-        free(self.value_data.data)
-        free(self.offsets.data)
-        free(self.timestamps.data)
-        free(self.timestamp_types.data)
-        free(self.header_valid.data)
-        free(self.header_offsets.data)
-        free(self.header_key_offsets.data)
-        free(self.header_key_data.data)
-        free(self.header_value_valid.data)
-        free(self.header_value_offsets.data)
-        free(self.header_value_data.data)
+        free(self.c.key_valid.data)
+        free(self.c.key_offsets.data)
+        free(self.c.key_data.data)
+        free(self.c.value_valid.data)
+        free(self.c.value_offsets.data)
+        free(self.c.value_data.data)
+        free(self.c.offsets.data)
+        free(self.c.timestamps.data)
+        free(self.c.timestamp_types.data)
+        free(self.c.header_valid.data)
+        free(self.c.header_offsets.data)
+        free(self.c.header_key_offsets.data)
+        free(self.c.header_key_data.data)
+        free(self.c.header_value_valid.data)
+        free(self.c.header_value_offsets.data)
+        free(self.c.header_value_data.data)
+
+    @property
+    def num_rows(self):
+        return self.c.num_rows
+
+    @property
+    def key_nulls(self):
+        return self.c.key_nulls
+
+    @property
+    def value_nulls(self):
+        return self.c.value_nulls
+
+    @property
+    def header_nulls(self):
+        return self.c.header_nulls
+
+    @property
+    def header_value_nulls(self):
+        return self.c.header_value_nulls
+
+    @property
+    def num_headers(self):
+        return self.c.num_headers
+
+    @property
+    def data_bytes(self):
+        return self.c.data_bytes
 
     cdef int _reset(self) except -1:
-        self.num_rows = 0
-        self.key_nulls = self.value_nulls = self.header_nulls = self.header_value_nulls = 0
-        self.num_headers = 0
-        self.data_bytes = 0
-        put_i32(&self.key_offsets, 0)
-        put_i32(&self.value_offsets, 0)
-        put_i32(&self.header_offsets, 0)
-        put_i32(&self.header_key_offsets, 0)
-        put_i32(&self.header_value_offsets, 0)
+        self.c.num_rows = 0
+        self.c.key_nulls = self.c.value_nulls = self.c.header_nulls = 0
+        self.c.header_value_nulls = 0
+        self.c.num_headers = 0
+        self.c.data_bytes = 0
+        if (put_i32(&self.c.key_offsets, 0) != 0 or put_i32(&self.c.value_offsets, 0) != 0
+                or put_i32(&self.c.header_offsets, 0) != 0
+                or put_i32(&self.c.header_key_offsets, 0) != 0
+                or put_i32(&self.c.header_value_offsets, 0) != 0):
+            raise MemoryError()
+        return 0
+
+    cdef int _enter(self) except -1:
+        if self.busy:
+            raise RuntimeError("ColumnarRecords is in use by another thread")
+        self.busy = True
         return 0
 
     def add_records(self, records, int64_t start_offset, int64_t end_offset):
@@ -231,175 +470,89 @@ cdef class ColumnarRecords:
         or end_offset when reached; start_offset when no complete batch was seen),
         first_offset the offset of the first record appended (-1: none)."""
         cdef Py_buffer view
-        PyObject_GetBuffer(records, &view, PyBUF_ANY_CONTIGUOUS)
+        cdef Walk w
+        self._enter()
         try:
-            return self._add(records, <const unsigned char *>view.buf, view.len,
-                             start_offset, end_offset)
+            PyObject_GetBuffer(records, &view, PyBUF_ANY_CONTIGUOUS)
+            try:
+                memset(&w, 0, sizeof(w))
+                w.start = start_offset
+                w.end = end_offset
+                w.check_crcs = self.check_crcs
+                w.next_offset = start_offset
+                w.first = -1
+                self._add(records, <const unsigned char *>view.buf, view.len, &w)
+                return w.next_offset, w.first
+            finally:
+                PyBuffer_Release(&view)
         finally:
-            PyBuffer_Release(&view)
+            self.busy = False
 
-    cdef tuple _add(self, object records, const unsigned char *buf, Py_ssize_t n,
-                    int64_t start, int64_t end):
-        cdef Py_ssize_t pos = 0
-        cdef int64_t size, base_offset, batch_next, timestamp
-        cdef int64_t next_offset = start
-        cdef int64_t first = -1
-        cdef int attributes, count
-        cdef const unsigned char *p
+    cdef int _add(self, object records, const unsigned char *buf, Py_ssize_t n,
+                  Walk *w) except -1:
+        """Walk without the GIL; come back for each compressed batch (Python inflates it)."""
+        cdef int st
         cdef bytes plain
-        while pos + HEADER_SIZE <= n and next_offset < end:
-            p = buf + pos
-            size = <int64_t>(<int32_t>kb_load_be32(p + LENGTH_POS)) + LOG_OVERHEAD
-            if size < HEADER_SIZE:
-                raise CorruptRecordError(f"record batch length {size} at byte {pos}")
-            if pos + size > n:
-                break  # a partial batch at the end of the response
-            if p[MAGIC_POS] != 2:
-                raise CorruptRecordError(f"record batch magic {p[MAGIC_POS]} (only v2 is read)")
-            base_offset = <int64_t>kb_load_be64(p)
-            batch_next = base_offset + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS) + 1
-            pos += size
-            if batch_next <= start:
-                continue
-            if self.check_crcs and crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS) \
-                    != kb_load_be32(p + CRC_POS):
-                raise CorruptRecordError(f"CRC mismatch in the batch at offset {base_offset}")
-            attributes = kb_load_be16(p + ATTRIBUTES_POS)
-            if not attributes & CONTROL_BIT:
-                count = <int32_t>kb_load_be32(p + RECORD_COUNT_POS)
-                if attributes & TIMESTAMP_TYPE_BIT:
-                    timestamp = <int64_t>kb_load_be64(p + MAX_TIMESTAMP_POS)
-                else:
-                    timestamp = <int64_t>kb_load_be64(p + BASE_TIMESTAMP_POS)
-                if attributes & CODEC_MASK:
-                    if self.decompress is None:
-                        raise CorruptRecordError(f"the batch at offset {base_offset} is "
-                                                 "compressed and no decompress was given")
-                    section = memoryview(records).cast("B")[pos - size + HEADER_SIZE:pos]
-                    try:
-                        plain = bytes(self.decompress(attributes & CODEC_MASK, section))
-                    except ValueError as e:  # a bad stream, or past the caller's bound
-                        raise CorruptRecordError(
-                            f"cannot decompress the batch at offset {base_offset}: {e}") from e
-                    self._records(<const unsigned char *>PyBytes_AS_STRING(plain),
-                                  PyBytes_GET_SIZE(plain), count, base_offset, timestamp,
-                                  attributes, start, end, &first)
-                else:
-                    self._records(p + HEADER_SIZE, size - HEADER_SIZE, count, base_offset,
-                                  timestamp, attributes, start, end, &first)
-            next_offset = batch_next if batch_next < end else end
-        return next_offset, first
-
-    cdef int _records(self, const unsigned char *p, Py_ssize_t n, int count,
-                      int64_t base_offset, int64_t timestamp, int attributes,
-                      int64_t start, int64_t end, int64_t *first) except -1:
-        """Decode `count` records of one batch's (uncompressed) records section."""
-        cdef const unsigned char *stop = p + n
-        cdef const unsigned char *rec_end
-        cdef int64_t length, ts_delta, offset_delta, offset
-        cdef bint log_append = attributes & TIMESTAMP_TYPE_BIT
-        cdef int i
-        for i in range(count):
-            if read_varlong(&p, stop, 5, &length) != 0 or length < 3 or length > stop - p:
-                raise CorruptRecordError(f"bad record length in the batch at {base_offset}")
-            rec_end = p + length
-            p += 1  # record attributes (unused)
-            if read_varlong(&p, rec_end, 10, &ts_delta) != 0 or \
-                    read_varlong(&p, rec_end, 5, &offset_delta) != 0:
-                raise CorruptRecordError(f"bad record in the batch at {base_offset}")
-            offset = base_offset + offset_delta
-            if offset >= end:
-                return 0
-            if offset >= start:
-                if first[0] < 0:
-                    first[0] = offset
-                self._row(p, rec_end, offset, timestamp if log_append else timestamp + ts_delta,
-                          log_append, base_offset)
-            p = rec_end
+        cdef const unsigned char *section
+        cdef Py_ssize_t size
+        while True:
+            with nogil:
+                st = put_batches(&self.c, buf, n, w)
+            if st != ST_COMPRESSED:
+                break
+            plain = self._inflate(records, w)
+            section = <const unsigned char *>PyBytes_AS_STRING(plain)
+            size = PyBytes_GET_SIZE(plain)
+            with nogil:
+                st = put_records(&self.c, section, size, w)
+            if st != ST_OK:
+                break
+            batch_done(w)
+        if st != ST_OK:
+            raise_status(st, w)
         return 0
 
-    cdef int _row(self, const unsigned char *p, const unsigned char *end, int64_t offset,
-                  int64_t timestamp_ms, bint log_append, int64_t base_offset) except -1:
-        cdef Py_ssize_t row = self.num_rows
-        p = self._binary(p, end, &self.key_valid, &self.key_offsets, &self.key_data,
-                         row, &self.key_nulls, base_offset)
-        p = self._binary(p, end, &self.value_valid, &self.value_offsets, &self.value_data,
-                         row, &self.value_nulls, base_offset)
-        put_i64(&self.offsets, offset)
-        put_i64(&self.timestamps, timestamp_ms * 1000)
-        put_i32(&self.timestamp_types, 1 if log_append else 0)
-        if self.include_headers:
-            self._headers(p, end, row, base_offset)
-        self.num_rows = row + 1
-        return 0
-
-    cdef const unsigned char *_binary(self, const unsigned char *p, const unsigned char *end,
-                                      Buf *valid, Buf *offsets, Buf *data, Py_ssize_t row,
-                                      Py_ssize_t *nulls, int64_t base_offset) except NULL:
-        """One length-prefixed (varint, -1 = null) byte string into an Arrow binary column."""
-        cdef int64_t length
-        if read_varlong(&p, end, 5, &length) != 0 or length < -1 or length > end - p:
-            raise CorruptRecordError(f"bad key/value length in the batch at {base_offset}")
-        if length < 0:
-            nulls[0] += 1
-            put_bit(valid, row, False)
-            put_i32(offsets, last_i32(offsets))
-            return p
-        put_bit(valid, row, True)
-        if data.size + length > MAX_ARROW_BINARY:
-            raise OverflowError("column chunk exceeds 2 GiB; take() more often")
-        buf_put(data, p, length)
-        put_i32(offsets, <int32_t>data.size)
-        self.data_bytes += length
-        return p + length
-
-    cdef int _headers(self, const unsigned char *p, const unsigned char *end, Py_ssize_t row,
-                      int64_t base_offset) except -1:
-        cdef int64_t count, length
-        cdef int64_t i
-        if read_varlong(&p, end, 5, &count) != 0 or count < 0 or count > end - p:
-            raise CorruptRecordError(f"bad header count in the batch at {base_offset}")
-        if count == 0:
-            put_bit(&self.header_valid, row, False)
-            self.header_nulls += 1
-            put_i32(&self.header_offsets, <int32_t>self.num_headers)
-            return 0
-        put_bit(&self.header_valid, row, True)
-        for i in range(count):
-            if read_varlong(&p, end, 5, &length) != 0 or length < 0 or length > end - p:
-                raise CorruptRecordError(f"bad header key in the batch at {base_offset}")
-            buf_put(&self.header_key_data, p, length)
-            put_i32(&self.header_key_offsets, <int32_t>self.header_key_data.size)
-            p += length
-            p = self._binary(p, end, &self.header_value_valid, &self.header_value_offsets,
-                             &self.header_value_data, self.num_headers,
-                             &self.header_value_nulls, base_offset)
-            self.num_headers += 1
-        put_i32(&self.header_offsets, <int32_t>self.num_headers)
-        return 0
+    cdef bytes _inflate(self, object records, const Walk *w):
+        """The records section of w's compressed batch, through the caller's decompress."""
+        if self.decompress is None:
+            raise CorruptRecordError(f"the batch at offset {w.base_offset} is "
+                                     "compressed and no decompress was given")
+        section = memoryview(records).cast("B")[w.batch_position + HEADER_SIZE:w.position]
+        try:
+            return bytes(self.decompress(w.attributes & CODEC_MASK, section))
+        except ValueError as e:  # a bad stream, or past the caller's bound
+            raise CorruptRecordError(
+                f"cannot decompress the batch at offset {w.base_offset}: {e}") from e
 
     def take(self):
         """Hand over the accumulated columns and start empty. Returns a dict of
         column name -> tuple of buffers (None for an all-valid bitmap), plus counts."""
+        self._enter()
+        try:
+            return self._take()
+        finally:
+            self.busy = False
+
+    cdef dict _take(self):
+        cdef Columns *c = &self.c
         cdef dict out = {
-            "num_rows": self.num_rows,
-            "key": (self._bitmap(&self.key_valid, self.key_nulls),
-                    take_buf(&self.key_offsets), take_buf(&self.key_data), self.key_nulls),
-            "value": (self._bitmap(&self.value_valid, self.value_nulls),
-                      take_buf(&self.value_offsets), take_buf(&self.value_data),
-                      self.value_nulls),
-            "offset": take_buf(&self.offsets),
-            "timestamp": take_buf(&self.timestamps),
-            "timestampType": take_buf(&self.timestamp_types),
+            "num_rows": c.num_rows,
+            "key": (self._bitmap(&c.key_valid, c.key_nulls),
+                    take_buf(&c.key_offsets), take_buf(&c.key_data), c.key_nulls),
+            "value": (self._bitmap(&c.value_valid, c.value_nulls),
+                      take_buf(&c.value_offsets), take_buf(&c.value_data), c.value_nulls),
+            "offset": take_buf(&c.offsets),
+            "timestamp": take_buf(&c.timestamps),
+            "timestampType": take_buf(&c.timestamp_types),
         }
         if self.include_headers:
             out["headers"] = (
-                self._bitmap(&self.header_valid, self.header_nulls),
-                take_buf(&self.header_offsets), self.header_nulls, self.num_headers,
-                take_buf(&self.header_key_offsets), take_buf(&self.header_key_data),
-                self._bitmap(&self.header_value_valid, self.header_value_nulls),
-                take_buf(&self.header_value_offsets), take_buf(&self.header_value_data),
-                self.header_value_nulls)
+                self._bitmap(&c.header_valid, c.header_nulls),
+                take_buf(&c.header_offsets), c.header_nulls, c.num_headers,
+                take_buf(&c.header_key_offsets), take_buf(&c.header_key_data),
+                self._bitmap(&c.header_value_valid, c.header_value_nulls),
+                take_buf(&c.header_value_offsets), take_buf(&c.header_value_data),
+                c.header_value_nulls)
         else:
             self._drop_headers()
         self._reset()
@@ -412,9 +565,9 @@ cdef class ColumnarRecords:
         return take_buf(b)
 
     cdef void _drop_headers(self):
-        self.header_offsets.size = 0
-        self.header_key_offsets.size = 0
-        self.header_value_offsets.size = 0
+        self.c.header_offsets.size = 0
+        self.c.header_key_offsets.size = 0
+        self.c.header_value_offsets.size = 0
 
 
 def scan_next_offset(records, int64_t start_offset):

@@ -197,3 +197,21 @@ def test_errors_after_good_batches_keep_what_was_decoded() -> None:
     kind, message, rows = errors_of(good + frame(GOOD, 1)[:-1] + b"\xff")
     assert (kind, message, rows) == (CorruptRecordError, "CRC mismatch in the batch at offset 100", 4)
     assert scan_next_offset(good + frame(GOOD, 1), 0) == 101
+
+
+def test_the_object_refuses_a_second_user_while_it_decodes() -> None:
+    """add_records runs without the GIL: a second caller meanwhile (here: from inside the
+    decompress callback) is refused instead of racing on the column buffers."""
+    data = frame(zlib.compress(GOOD), 1, attributes=1)
+    cols: ColumnarRecords
+
+    def reentrant(codec: int, raw: memoryview) -> bytes:
+        cols.take()
+        return zlib.decompress(raw)
+
+    cols = ColumnarRecords(decompress=reentrant)
+    with pytest.raises(RuntimeError, match="in use by another thread"):
+        cols.add_records(data, 0, 1000)
+    assert cols.take()["num_rows"] == 0  # usable again afterwards
+    cols = ColumnarRecords(decompress=bounded)
+    assert cols.add_records(data, 0, 1000) == (101, 100) and values(cols) == [b"v"]
