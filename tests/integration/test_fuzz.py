@@ -5,6 +5,9 @@ content at several versions, the others default-constructed at their lowest
 and highest version) are mutated by hypothesis (byte flips, truncation, insertion,
 length-prefix changes); each mutated frame is sent on a fresh connection. Whatever happens to that connection, a normal
 client must still get an ApiVersions answer afterwards.
+
+The default run sends 200 mutated frames; the long run (10,000, marked `slow`)
+runs with `scripts/test -m slow tests/integration/test_fuzz.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from kbroker.server.api_table import API_TABLE
 
 from .wire import WireClient, encode_request
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def seed_frames() -> list[bytes]:
@@ -91,10 +94,9 @@ def fuzz_broker(tmp_path_factory: pytest.TempPathFactory):
         yield b
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(frame=mutated_frame())
-def test_mutated_frames_never_break_the_broker(fuzz_broker: Broker, frame: bytes) -> None:
-    bs = fuzz_broker.bootstrap_servers
+def survives(broker: Broker, frame: bytes) -> None:
+    """Send one frame on a fresh connection; a normal client is answered afterwards."""
+    bs = broker.bootstrap_servers
     host, port = bs.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=2) as s:
         s.sendall(frame)
@@ -106,3 +108,17 @@ def test_mutated_frames_never_break_the_broker(fuzz_broker: Broker, frame: bytes
             pass
     with WireClient(bs, timeout=5) as c:
         assert c.call(ApiVersionsRequest(), 0).error_code == 0
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(frame=mutated_frame())
+def test_mutated_frames_never_break_the_broker(fuzz_broker: Broker, frame: bytes) -> None:
+    survives(fuzz_broker, frame)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(frame=mutated_frame())
+def test_mutated_frames_never_break_the_broker_long(fuzz_broker: Broker, frame: bytes) -> None:
+    survives(fuzz_broker, frame)

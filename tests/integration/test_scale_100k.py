@@ -1,8 +1,12 @@
 """100,000 partitions on one broker, within an open-file limit of 20,000 (minutes).
 
-Not part of the default run; run it with:
+Not part of the default run (marked `slow`, and skipped without KBROKER_SCALE_TESTS=1);
+run it with:
 
-    KBROKER_SCALE_TESTS=1 scripts/test tests/integration/test_scale_100k.py
+    KBROKER_SCALE_TESTS=1 scripts/test -m slow tests/integration/test_scale_100k.py
+
+Its short counterpart in the default run is test_descriptor_budget.py (2,000 and
+5,000 partitions under small descriptor limits).
 
 The broker creates 100,000 partitions (10 topics of 10,000), takes one record in
 each, stops, restarts on that data under a limit of 20,000 descriptors, and gives

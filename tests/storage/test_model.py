@@ -6,6 +6,10 @@ the fetch offset, holds at least one whole batch, and every record in it has the
 reference's offset, value and timestamp. A crash abandons the LogManager (no flush, no
 checkpoint, no clean marker), then damages a segment after the checkpointed recovery
 point; the reference drops everything from the first damaged batch on.
+
+The default run takes 8 seeds of 600 steps (test_model); the long run, 10 seeds of
+4000 steps (test_model_long, marked `slow`), runs with
+`scripts/test -m slow tests/storage/test_model.py`.
 """
 
 from __future__ import annotations
