@@ -24,10 +24,14 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max(max_index_size // self.ENTRY_SIZE, 1) * self.ENTRY_SIZE
+        # created: the file did not exist and was made empty here (a new segment's index,
+        # or one lost from disk: LogSegment rebuilds the latter when it loads)
+        self.created = False
         try:
             self._length = os.stat(path).st_size
         except FileNotFoundError:
             self._length = 0
+            self.created = True
             os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
         # Mapped without a descriptor (Kafka closes an index's file once mapped), and only
         # while the index is in use: LogSegment unmaps the indexes of segments it evicts.

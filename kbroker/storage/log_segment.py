@@ -148,14 +148,23 @@ class LogSegment:
         """Make sure lazily opened indexes are sane; rebuild them from the log if not."""
         try:
             self.sanity_check_indexes()
+            ok = not self._index_lost()
         except CorruptIndexError:
+            ok = False
+        if not ok:
             self.rebuild_indexes()
+
+    def _index_lost(self) -> bool:
+        """An index file was missing when loaded while the log has outgrown one index
+        interval: rebuild it, as Kafka does (a smaller segment never needed an entry)."""
+        return self.size > self.index_interval_bytes and (self.offset_index.created
+                                                         or self.time_index.created)
 
     # -- loading ----------------------------------------------------------------------
     def load_tail(self) -> None:
         """After a clean shutdown: next offset and max timestamp from the indexes and a
         short header walk after the last offset index entry (the last segment only)."""
-        index_ok = True
+        index_ok = not self._index_lost()
         try:
             self.offset_index.sanity_check(max(self.size, 1))
             self.time_index.sanity_check(INT32_MAX)
