@@ -9,6 +9,13 @@ Layout under `directory` (a fresh temporary one, removed on stop, when none is g
     zookeeper/                     the ZooKeeper server's (zoo.cfg, data/, zookeeper.log)
     broker-<id>/logs/              a broker's log.dirs
     broker-<id>/broker.log         its output (kbroker serve --log-level INFO)
+    ports.json                     the ports of the last start (see below)
+
+A start on a directory that holds a cluster already reuses its data: ZooKeeper's znodes
+and each broker's logs (so the same broker ids), and, where they are still free, the
+ports of the last start, which ports.json keeps:
+
+    {"zookeeper": 41234, "brokers": {"1": 41235, "2": 41236, "3": 41237}}
 
 Each broker is `python -m kbroker serve` with node.id, listeners (a port of its own,
 kept across restarts), log.dirs and zookeeper.connect (with the chroot /kbroker) as
@@ -24,21 +31,25 @@ Lock: one thread uses a Cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from kbroker.cluster.zookeeper_server import ZooKeeperServer, die_with_parent, free_port
+from kbroker.utils.atomic_file import write_atomically
 
 CHROOT = "/kbroker"
 READY_TIMEOUT_S = 90.0
+PORTS_FILE = "ports.json"
 
 
 class ClusterError(RuntimeError):
@@ -132,17 +143,22 @@ class Cluster:
     def __init__(self, brokers: int = 3, directory: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, str] | None = None, *, first_id: int = 1,
                  host: str = "127.0.0.1", zookeeper: ZooKeeperServer | None = None,
-                 chroot: str = CHROOT) -> None:
+                 chroot: str = CHROOT, zookeeper_port: int | None = None) -> None:
         """`zookeeper`: a running server to use (not stopped by this Cluster; give each
-        cluster on it its own `chroot`); by default the Cluster runs its own."""
+        cluster on it its own `chroot`); by default the Cluster runs its own, on
+        `zookeeper_port` if given."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._temp = directory is None
         self.directory = Path(directory) if directory is not None else Path(
             tempfile.mkdtemp(prefix="kbroker-cluster-"))
         self.host = host
+        if zookeeper is not None and zookeeper_port is not None:
+            raise ValueError("zookeeper_port is for the Cluster's own ZooKeeper")
         self._own_zookeeper = zookeeper is None
-        self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper")
+        self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper",
+                                                      zookeeper_port, host)
+        self._zookeeper_port = zookeeper_port
         self.chroot = chroot
         self.overrides = dict(overrides or {})
         self.brokers: dict[int, BrokerProcess] = {}
@@ -176,21 +192,42 @@ class Cluster:
         }
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> Cluster:
+        last = last_ports(self.directory)
         try:
             if self._own_zookeeper:
+                if self._zookeeper_port is None:
+                    self.zookeeper.port = self._reusable(last.get("zookeeper"))
                 self.zookeeper.start()
             for i in range(self._count):
                 broker_id = self._first_id + i
-                port = free_port(self.host)
+                port = self._reusable(last.get("brokers", {}).get(str(broker_id))) or free_port(self.host)
                 broker = BrokerProcess(broker_id, self.directory / f"broker-{broker_id}", port,
                                        self.broker_props(broker_id, port), self.host)
                 self.brokers[broker_id] = broker
                 broker.start()
+            self._write_ports()
             self.wait_formed(timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _reusable(self, port: int | None) -> int | None:
+        """`port` if nothing listens on it now, else None."""
+        if not port:
+            return None
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as listeners bind
+            try:
+                sock.bind((self.host, port))
+            except OSError:
+                return None
+        return port
+
+    def _write_ports(self) -> None:
+        ports = {"zookeeper": self.zookeeper.port,
+                 "brokers": {str(b): p.port for b, p in self.brokers.items()}}
+        write_atomically(str(self.directory / PORTS_FILE), json.dumps(ports) + "\n", sync=False)
 
     def wait_formed(self, timeout: float = READY_TIMEOUT_S, brokers: list[int] | None = None) -> None:
         """Until every running broker lists every running broker and a controller."""
@@ -250,3 +287,12 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def last_ports(directory: Path) -> dict[str, Any]:
+    """ports.json of the last start in `directory` ({} when there is none or it is unreadable)."""
+    try:
+        found = json.loads((directory / PORTS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
