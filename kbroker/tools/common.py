@@ -1,6 +1,6 @@
 """What the `kbroker topics` / `kbroker groups` style admin tools share: the
 --bootstrap-server/--timeout options, a confluent-kafka AdminClient, running one
-action with Kafka-style exit codes, and KafkaError rendering."""
+action with Kafka-style exit codes, and KafkaError and broker id list rendering."""
 
 from __future__ import annotations
 
@@ -56,15 +56,26 @@ def run_action(tool: str, actions: Mapping[str, Action], name: str, args: argpar
         return EXIT_BROKER_ERROR
 
 
-def error_code(e: BaseException) -> int | None:
-    """The KafkaError code inside a KafkaException, else None."""
-    err: Any = e.args[0] if e.args else None
-    code = getattr(err, "code", None)
+def id_list(ids: list[int]) -> str:
+    """Broker ids as Kafka's tools print them: 1,2,3."""
+    return ",".join(str(i) for i in ids)
+
+
+def error_code(e: Any) -> int | None:
+    """The code of a KafkaError, or of the one inside a KafkaException; else None."""
+    code = getattr(_kafka_error(e), "code", None)
     return code() if callable(code) else None
 
 
-def error_text(e: BaseException) -> str:
-    err: Any = e.args[0] if e.args else None
+def error_text(e: Any) -> str:
+    """`NAME: message` of a KafkaError (or a KafkaException's); else str(e)."""
+    err = _kafka_error(e)
     if err is not None and hasattr(err, "name") and hasattr(err, "str"):
         return f"{err.name()}: {err.str()}"
     return str(e) or type(e).__name__
+
+
+def _kafka_error(e: Any) -> Any:
+    if isinstance(e, BaseException):
+        return e.args[0] if e.args else None
+    return e  # some AdminClient results hand over the KafkaError itself

@@ -5,13 +5,29 @@ and kafka-configs.sh.
     kbroker topics list            [--bootstrap-server HOST:PORT] [--exclude-internal]
     kbroker topics describe        [TOPIC...] [--bootstrap-server HOST:PORT]
     kbroker topics create TOPIC    [--partitions N] [--replication-factor N]
+                                   [--replica-assignment 1:2,2:3]
                                    [--config KEY=VALUE]... [--if-not-exists] [--validate-only]
     kbroker topics delete TOPIC... [--if-exists]
     kbroker topics alter-configs TOPIC [--add-config KEY=VALUE]... [--delete-config KEY]...
     kbroker topics add-partitions TOPIC --partitions N
+    kbroker topics reassign --topic TOPIC --partition P (--replicas 1,2,3 [--wait] | --cancel)
+    kbroker topics reassign --list [--topic TOPIC [--partition P]]
 
 `describe` prints kafka-topics.sh's layout: one line per topic (id, partition
-count, replication factor, configs that are not defaults) and one per partition.
+count, replication factor, configs that are not defaults) and one per partition
+(leader, replicas, ISR and offline replicas, from Metadata as the broker sent it):
+
+    Topic: orders  TopicId: 3fV...  PartitionCount: 2  ReplicationFactor: 3  Configs: retention.ms=60000
+        Topic: orders  Partition: 0  Leader: 1  Replicas: 1,2,3  Isr: 1,2  Offline: 3
+        Topic: orders  Partition: 1  Leader: none  Replicas: 3  Isr: 3  Offline: 3
+
+`create --replica-assignment` takes kafka-topics.sh's syntax: partitions separated by
+commas, each one's replicas (broker ids, the preferred leader first) by colons; it
+excludes --partitions and --replication-factor. `reassign` moves one partition's
+replicas (KIP-455's AlterPartitionReassignments, sent to the controller: the new
+replicas are added, catch up, then the ones left out are removed), cancels such a move,
+or lists the moves under way (ListPartitionReassignments), as kafka-reassign-partitions.sh
+does; --wait returns once the move is complete.
 `alter-configs` changes only the named keys (IncrementalAlterConfigs SET and
 DELETE). Exit status: 0 on success, 1 when the broker reports an error, 2 for
 bad arguments.
@@ -25,6 +41,10 @@ import argparse
 import sys
 from typing import Any
 
+from kbroker.client.client import error_name
+from kbroker.common.error_code import ErrorCode
+from kbroker.storage.partition_metadata import topic_id_to_base64
+from kbroker.tools import protocol_admin, reassign
 from kbroker.tools.common import (
     EXIT_BROKER_ERROR,
     Action,
@@ -32,10 +52,11 @@ from kbroker.tools.common import (
     connection_options,
     error_code,
     error_text,
+    id_list,
     run_action,
 )
 
-HELP = "list, describe, create, delete topics and alter their configs"
+HELP = "list, describe, create, delete topics, alter their configs, move their replicas"
 
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
@@ -61,6 +82,9 @@ def configure_parser(topics: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     p.add_argument("--replication-factor", type=int, default=-1,
                    help="default: the broker's default.replication.factor")
+    p.add_argument("--replica-assignment", metavar="1:2,2:3",
+                   help="each partition's replicas: partitions separated by commas, broker ids "
+                        "by colons (excludes --partitions and --replication-factor)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config override (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed if the topic exists")
@@ -81,6 +105,20 @@ def configure_parser(topics: argparse.ArgumentParser) -> None:
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, required=True, help="the new total partition count")
 
+    p = actions.add_parser("reassign", parents=[common],
+                           help="move a partition's replicas to other brokers, cancel a move, "
+                                "list moves under way")
+    p.add_argument("--topic")
+    p.add_argument("--partition", type=int)
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--replicas", metavar="ID,ID,...",
+                      help="the new replicas, the preferred leader first")
+    what.add_argument("--cancel", action="store_true",
+                      help="stop a move under way and go back to the replicas before it")
+    what.add_argument("--list", action="store_true", help="the moves under way")
+    p.add_argument("--wait", action="store_true",
+                   help="with --replicas: return once the move is complete (within --timeout)")
+
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for `kbroker topics ...`."""
@@ -97,43 +135,64 @@ def _list(admin: Any, args: argparse.Namespace) -> int:
 
 
 def _describe(admin: Any, args: argparse.Namespace) -> int:
-    from confluent_kafka import TopicCollection
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    names = list(args.topic) or sorted(admin.list_topics(timeout=args.timeout).topics)
-    if not names:
-        return 0
-    described = admin.describe_topics(TopicCollection(names), request_timeout=args.timeout)
-    resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
-    configs = admin.describe_configs(resources, request_timeout=args.timeout)
+    md = protocol_admin.metadata(args.bootstrap_server, list(args.topic) or None, args.timeout)
+    found = {t.name or "": t for t in md.topics}
+    names = list(args.topic) or sorted(found)
     status = 0
-    for name, res in zip(names, resources, strict=True):
+    for name in names:
+        topic = found.get(name)
+        code = topic.error_code if topic is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if code != ErrorCode.NONE:
+            print(f"kbroker topics: {name}: {error_name(code)}", file=sys.stderr)
+            status = EXIT_BROKER_ERROR
+    present = [n for n in names if n in found and found[n].error_code == ErrorCode.NONE]
+    if not present:
+        return status
+    resources = [ConfigResource(ResourceType.TOPIC, n) for n in present]
+    configs = admin.describe_configs(resources, request_timeout=args.timeout)
+    for name, res in zip(present, resources, strict=True):
+        topic = found[name]
         try:
-            desc = described[name].result()
             entries = configs[res].result()
         except Exception as e:
             print(f"kbroker topics: {name}: {error_text(e)}", file=sys.stderr)
             status = EXIT_BROKER_ERROR
             continue
         overrides = ",".join(f"{k}={e.value}" for k, e in sorted(entries.items()) if not e.is_default)
-        rf = len(desc.partitions[0].replicas) if desc.partitions else 0
-        print(f"Topic: {name}\tTopicId: {desc.topic_id}\tPartitionCount: {len(desc.partitions)}\t"
-              f"ReplicationFactor: {rf}\tConfigs: {overrides}")
-        for p in desc.partitions:
-            leader = p.leader.id if p.leader is not None else -1
-            replicas = ",".join(str(n.id) for n in p.replicas)
-            isr = ",".join(str(n.id) for n in p.isr)
-            print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader}\t"
-                  f"Replicas: {replicas}\tIsr: {isr}")
+        partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
+        rf = len(partitions[0].replica_nodes) if partitions else 0
+        print(f"Topic: {name}\tTopicId: {topic_id_to_base64(topic.topic_id)}\t"
+              f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
+        for p in partitions:
+            print(partition_line(name, p))
     return status
+
+
+def partition_line(topic: str, p: Any) -> str:
+    """One partition of a Metadata answer, as kafka-topics.sh --describe prints it (plus
+    the offline replicas)."""
+    leader = p.leader_id if p.leader_id >= 0 else "none"
+    return (f"\tTopic: {topic}\tPartition: {p.partition_index}\tLeader: {leader}\t"
+            f"Replicas: {id_list(p.replica_nodes)}\tIsr: {id_list(p.isr_nodes)}\t"
+            f"Offline: {id_list(p.offline_replicas)}")
 
 
 def _create(admin: Any, args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
 
-    topic = NewTopic(args.topic, num_partitions=args.partitions,
-                     replication_factor=args.replication_factor, config=_pairs(args.config))
+    config = _pairs(args.config)
+    if args.replica_assignment is not None:
+        if args.partitions != -1 or args.replication_factor != -1:
+            raise UsageError("--replica-assignment excludes --partitions and --replication-factor")
+        assignment = parse_replica_assignment(args.replica_assignment)
+        topic = NewTopic(args.topic, num_partitions=len(assignment),
+                         replica_assignment=assignment, config=config)
+    else:
+        topic = NewTopic(args.topic, num_partitions=args.partitions,
+                         replication_factor=args.replication_factor, config=config)
     future = admin.create_topics([topic], request_timeout=args.timeout,
                                  validate_only=args.validate_only)[args.topic]
     try:
@@ -189,6 +248,23 @@ def _add_partitions(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics.sh's `1:2,2:3` -> [[1, 2], [2, 3]] (partition 0's replicas first)."""
+    try:
+        assignment = [[int(r) for r in part.split(":")] for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--replica-assignment: expected broker ids like 1:2,2:3, got {text!r}"
+                         ) from None
+    for partition, replicas in enumerate(assignment):
+        if len(set(replicas)) != len(replicas):
+            raise UsageError(f"--replica-assignment: partition {partition} lists a broker twice: "
+                             f"{replicas}")
+        if len(replicas) != len(assignment[0]):
+            raise UsageError(f"--replica-assignment: partition {partition} has a different "
+                             f"replication factor: {replicas}")
+    return assignment
+
+
 _ACTIONS: dict[str, Action] = {
     "list": _list,
     "describe": _describe,
@@ -196,6 +272,7 @@ _ACTIONS: dict[str, Action] = {
     "delete": _delete,
     "alter-configs": _alter_configs,
     "add-partitions": _add_partitions,
+    "reassign": reassign.run,
 }
 
 

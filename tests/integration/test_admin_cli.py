@@ -42,8 +42,11 @@ def test_topics_cli_create_list_describe_alter_delete(broker_process: Any) -> No
     assert lines[0].startswith(f"Topic: {name}\tTopicId: ")
     assert "PartitionCount: 2\tReplicationFactor: 1" in lines[0]
     assert "retention.ms=60000" in lines[0]
-    assert lines[1:] == [f"\tTopic: {name}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0"
+    assert lines[1:] == [f"\tTopic: {name}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0\tOffline: "
                          for p in (0, 1)]
+    missing = topics(broker_process, "describe", name, f"{name}-missing")
+    assert missing.returncode == 1 and f"{name}-missing: UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+    assert missing.stdout.startswith(f"Topic: {name}\t")
 
     altered = topics(broker_process, "alter-configs", name, "--add-config", "segment.bytes=1048576",
                      "--delete-config", "retention.ms")

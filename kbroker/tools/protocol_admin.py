@@ -1,0 +1,85 @@
+"""Admin requests the tools send with kbroker's own client (kbroker.client) instead of
+confluent-kafka's AdminClient, which falls short for them:
+
+    metadata(bootstrap, topics, timeout)
+        Metadata (v5-12) as the broker answers it: brokers with their racks, the
+        controller id, and per partition the leader, replicas, ISR and offline replicas
+        (librdkafka drops the offline replicas).
+    controller_request(bootstrap, request, timeout)
+        a request only the controller answers (AlterPartitionReassignments,
+        ListPartitionReassignments: AdminClient has neither), sent to the controller that
+        Metadata names; NOT_CONTROLLER (the controller moved) is retried until the timeout.
+
+A broker that cannot be reached, or an answer with an error, raises KafkaClientError;
+the tools print it (`error_text`) and exit 1.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kbroker.client.connection import BrokerConnection, KafkaClientError
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.api_key import ApiKey
+from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+CLIENT_ID = "kbroker-tools"
+METADATA_VERSIONS = (5, 12)  # v5 added offline_replicas, v10 topic ids
+RETRY_BACKOFF_S = 0.2
+
+
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """`host:port[,host:port...]` -> [(host, port)]."""
+    out = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad bootstrap server {server.strip()!r} (want HOST:PORT)")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def connect(bootstrap: str, timeout: float) -> BrokerConnection:
+    """A connection to the first bootstrap server that answers."""
+    errors = []
+    for host, port in bootstrap_addresses(bootstrap):
+        try:
+            return BrokerConnection(host, port, CLIENT_ID, timeout)
+        except KafkaClientError as e:
+            errors.append(str(e))
+    raise KafkaClientError("no broker reachable: " + "; ".join(errors), ErrorCode.NETWORK_EXCEPTION)
+
+
+def metadata(bootstrap: str, topics: list[str] | None, timeout: float) -> MetadataResponse:
+    """Metadata of `topics` (None: every topic; []: none, brokers and controller only)."""
+    with connect(bootstrap, timeout) as conn:
+        version = conn.version_for(ApiKey.METADATA, *METADATA_VERSIONS)
+        request = MetadataRequest(
+            topics=None if topics is None else
+            [MetadataRequest.MetadataRequestTopic(name=name) for name in topics],
+            allow_auto_topic_creation=False)
+        response: MetadataResponse = conn.request(request, version)
+        return response
+
+
+def controller_request(bootstrap: str, request: Any, timeout: float) -> Any:
+    """`request`'s response from the controller (its top-level error_code may be set)."""
+    api = ApiKey(request.API_KEY).name
+    deadline = time.monotonic() + timeout
+    while True:
+        md = metadata(bootstrap, [], timeout)
+        controller = next((b for b in md.brokers if b.node_id == md.controller_id), None)
+        if controller is None:
+            problem = "no controller is known"
+        else:
+            with BrokerConnection(controller.host, controller.port, CLIENT_ID, timeout) as conn:
+                version = conn.version_for(request.API_KEY, *request.VALID_VERSIONS)
+                response = conn.request(request, version)
+            if response.error_code != ErrorCode.NOT_CONTROLLER:
+                return response
+            problem = f"broker {controller.node_id} is no longer the controller"
+        if time.monotonic() >= deadline:
+            raise KafkaClientError(f"{api}: {problem} (gave up after {timeout:.0f} s)",
+                                   ErrorCode.NOT_CONTROLLER)
+        time.sleep(RETRY_BACKOFF_S)
