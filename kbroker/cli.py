@@ -15,7 +15,7 @@ it gracefully (exit 0). A bad configuration exits 2 with the reason.
 `--help-config` prints every broker and topic key from the one table of keys
 (kbroker.common.configs): type, default, valid values, documentation.
 
-Other subcommands (`topics`, `groups`, `perf`) register themselves in
+Other subcommands (`topics`, `groups`, `cluster`, `perf`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
 """
 
@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from kbroker import __version__
 from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
 from kbroker.perf import cli as perf_cli
+from kbroker.tools import cluster as cluster_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
 
@@ -115,7 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-# Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it.
+# Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it, nor
+# `cluster up` (its other actions set `needs_client` on their parsers).
 NEEDS_CLIENT = frozenset({"groups", "topics", "perf"})
 
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
@@ -123,6 +125,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "serve": ("run a broker", _serve_parser, _serve),
     "groups": (groups_cli.HELP, groups_cli.configure_parser, groups_cli.run),
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
+    "cluster": (cluster_cli.HELP, cluster_cli.configure_parser, cluster_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
 }
 
@@ -145,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     _desc, _configure, run = SUBCOMMANDS[args.command]
-    if args.command in NEEDS_CLIENT and importlib.util.find_spec("confluent_kafka") is None:
+    needs_client = args.command in NEEDS_CLIENT or getattr(args, "needs_client", False)
+    if needs_client and importlib.util.find_spec("confluent_kafka") is None:
         print(f"kbroker: `kbroker {args.command}` talks to brokers through confluent-kafka, which "
               "is not installed: pip install 'kbroker[tools]'", file=sys.stderr)
         return EXIT_CONFIG_ERROR
