@@ -1,14 +1,12 @@
-"""What the cluster CLI tests share: running `kbroker ...` as a user does, reading the
-partition lines it prints, polling for a condition."""
+"""What the cluster CLI tests share: running `kbroker ...` as a user does, and reading
+the partition lines it prints."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,13 +32,6 @@ def partition_lines(text: str, topic: str | None = None) -> dict[int, dict[str, 
             if topic in (None, fields["Topic"]):
                 out[int(fields["Partition"])] = fields
     return out
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def fresh(prefix: str) -> str:

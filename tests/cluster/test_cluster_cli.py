@@ -25,7 +25,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kbroker.cluster.zookeeper_server import free_port
 
-from .cli_support import ROOT, fresh, partition_lines, run_cli, wait_for
+from .cli_support import ROOT, fresh, partition_lines, run_cli
+from .support import wait_until
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 90.0
@@ -215,7 +216,7 @@ def test_reassign_moves_a_partition_and_keeps_its_records(up: ClusterUp) -> None
         parts = partition_lines(run_cli("topics", "describe", topic, bootstrap=up.bootstrap_servers).stdout)
         return parts.get(0, {}).get("Replicas") == "2,3" and parts[0]["Isr"] in ("2,3", "3,2")
 
-    wait_for(moved_everywhere, "describe to show replicas 2,3 with both in the ISR")
+    wait_until(moved_everywhere, "describe to show replicas 2,3 with both in the ISR")
     assert consume_all(up.bootstrap_servers, topic, 500) == [f"record-{i}" for i in range(500)]
 
     cancel = run_cli("topics", "reassign", "--topic", topic, "--partition", "0", "--cancel",

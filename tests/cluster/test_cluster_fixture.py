@@ -12,7 +12,8 @@ import pytest
 import kbroker
 from kbroker.cluster.local_cluster import Cluster
 
-from .cli_support import fresh, partition_lines, run_cli, wait_for
+from .cli_support import fresh, partition_lines, run_cli
+from .support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -40,14 +41,14 @@ def test_elect_preferred_leader_and_status_of_a_stopped_broker(kbroker_cluster: 
 
     assert cluster.stop_broker(1) == 0  # a controlled shutdown hands leadership over
     cluster.restart(1)
-    wait_for(lambda: (p := describe(cluster, topic)[0])["Leader"] != "1" and "1" in p["Isr"].split(","),
+    wait_until(lambda: (p := describe(cluster, topic)[0])["Leader"] != "1" and "1" in p["Isr"].split(","),
              "broker 1 back in the ISR, not leading")
 
     elected = run_cli("cluster", "elect-leaders", "--preferred", "--topic", topic,
                           "--partition", "0", bootstrap=bootstrap)
     assert elected.returncode == 0, elected.stderr
     assert elected.stdout == f"Topic: {topic}\tPartition: 0\tElection: PREFERRED\tResult: elected\n"
-    wait_for(lambda: describe(cluster, topic)[0]["Leader"] == "1", "broker 1 leading again")
+    wait_until(lambda: describe(cluster, topic)[0]["Leader"] == "1", "broker 1 leading again")
 
     cluster.stop_broker(3)
     live = ",".join(cluster.brokers[b].bootstrap for b in (1, 2))
@@ -56,7 +57,7 @@ def test_elect_preferred_leader_and_status_of_a_stopped_broker(kbroker_cluster: 
         done = run_cli("cluster", "status", bootstrap=live)
         return "\tBroker: 3\tHost: none" in done.stdout and done.returncode == 3
 
-    wait_for(status_shows_broker_3_gone, "cluster status to show broker 3 stopped")
+    wait_until(status_shows_broker_3_gone, "cluster status to show broker 3 stopped")
     status = run_cli("cluster", "status", bootstrap=live).stdout
     assert re.search(r"\tBrokers: 2\t", status)
     under = status[status.index("UnderReplicatedPartitions:"):status.index("OfflinePartitions:")]
