@@ -34,12 +34,15 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from kbroker.cluster.local_cluster import Cluster, ClusterError, last_ports
-from kbroker.cluster.zookeeper_server import ZooKeeperError, ensure_installed
 from kbroker.config import ConfigError, parse_override
 from kbroker.tools.common import EXIT_BROKER_ERROR, EXIT_USAGE
+
+if TYPE_CHECKING:  # imported when `up` runs: `kbroker serve` loads this module too
+    from kbroker.cluster.local_cluster import Cluster
 
 DEFAULT_BROKERS = 3
 PER_BROKER_KEYS = frozenset({"node.id", "broker.id", "listeners", "advertised.listeners",
@@ -66,6 +69,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kbroker.cluster.local_cluster import Cluster, ClusterError
+    from kbroker.cluster.zookeeper_server import ZooKeeperError, ensure_installed
+
     try:
         overrides = _overrides(args.override)
         brokers = _broker_count(args)
@@ -116,7 +122,7 @@ def _broker_count(args: argparse.Namespace) -> int:
             raise ConfigError("--brokers must be at least 1")
         return int(args.brokers)
     if args.dir is not None:
-        from pathlib import Path
+        from kbroker.cluster.local_cluster import last_ports
 
         held = last_ports(Path(args.dir)).get("brokers") or {}
         if held:
