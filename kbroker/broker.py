@@ -173,6 +173,7 @@ class BrokerState:
         if self.clustered:
             self.group_coordinator.owned_partitions = set()
             self.replica_manager.leadership_listeners.append(self._offsets_leadership)
+            self.replica_manager.is_alive = lambda b: cache.broker(b) is not None
             self.producer_id_manager = ZkProducerIdManager(config.node_id)
         else:
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
@@ -351,6 +352,10 @@ class BrokerState:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+        for partition in self.replica_manager.leader_partitions():
+            # a follower that left the live brokers is no longer waited for
+            if partition.maybe_increment_high_watermark():
+                self.append_notifier.notify(partition.topic_partition)
         if self._strays_checked or self.zk_broker is None:
             return
         self._strays_checked = True

@@ -9,8 +9,9 @@ state (the fetcher copies the data).
 
 Rules, as Kafka's:
   * high watermark = the lowest log end offset among the leader and the followers that
-    are in the maximal ISR (the ISR plus a pending expansion) or caught up; it never
-    goes back while this broker leads.
+    are in the maximal ISR (the ISR plus a pending expansion), or caught up and alive
+    (Kafka's isReplicaIsrEligible: a follower that shut down is not waited for); it
+    never goes back while this broker leads.
   * a follower is caught up when its fetch reached the leader's log end offset, or
     reached the log end offset the leader had at its previous fetch, within
     replica.lag.time.max.ms.
@@ -105,7 +106,8 @@ class Partition:
     def __init__(self, tp: TopicPartition, local_id: int, log: Log | None,
                  now_ms: Callable[[], int], *, replica_lag_time_max_ms: int = 30000,
                  alter_isr: AlterIsr | None = None,
-                 on_change: Callable[[TopicPartition], None] | None = None) -> None:
+                 on_change: Callable[[TopicPartition], None] | None = None,
+                 is_alive: Callable[[int], bool] | None = None) -> None:
         self.topic_partition = tp
         self.local_id = local_id
         self.log = log
@@ -113,6 +115,7 @@ class Partition:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._alter_isr = alter_isr
         self._on_change = on_change  # data or high watermark moved: wake parked Fetches
+        self._is_alive = is_alive  # is a broker registered (cluster mode)
         self.state = PartitionState(NO_LEADER, -1, (), ())
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: tuple[int, ...] | None = None
@@ -283,7 +286,8 @@ class Partition:
         for f in self.followers.values():
             if f.log_end_offset < new_hw and (
                     f.broker_id in maximal
-                    or f.caught_up(leo, now, self.replica_lag_time_max_ms)):
+                    or (f.caught_up(leo, now, self.replica_lag_time_max_ms)
+                        and (self._is_alive is None or self._is_alive(f.broker_id)))):
                 new_hw = max(f.log_end_offset, 0) if f.log_end_offset >= 0 else plog.high_watermark
         if plog.maybe_increment_high_watermark(new_hw):
             self._complete_waiters(plog.high_watermark)

@@ -89,6 +89,8 @@ class ReplicaManager:
         # next LeaderAndIsr for them (it may have moved them meanwhile).
         self.awaiting_controller: set[TopicPartition] = set()
         self.broker_epoch = -1  # the czxid of our registration; older requests are stale
+        # Whether a broker is registered (cluster mode: the controller's live brokers).
+        self.is_alive: Callable[[int], bool] | None = None
 
     # -- lookups for request handlers ----------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -209,7 +211,8 @@ class ReplicaManager:
                 return e.error_code
             partition = Partition(p.tp, self.node_id, plog, self.now_ms,
                                   replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                                  alter_isr=self.alter_isr, on_change=self.on_change)
+                                  alter_isr=self.alter_isr, on_change=self.on_change,
+                                  is_alive=self.is_alive)
             self.partitions[p.tp] = partition
         self.awaiting_controller.discard(p.tp)
         partition.fenced = self.zk_fenced

@@ -372,3 +372,49 @@ def test_auto_rebalance_gives_the_preferred_replica_its_leadership_back(
                    "the preferred replica to lead again")
     finally:
         c.stop()
+
+
+@pytest.fixture
+def patient_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster whose leaders never shrink an ISR on their own (the lag check would hide
+    what the controller does or fails to do)."""
+    c = new_cluster(zookeeper, tmp_path, 3, {"replica.lag.time.max.ms": "120000"})
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_a_new_controller_removes_dead_brokers_from_every_isr(patient_cluster: Cluster) -> None:
+    cluster = patient_cluster
+    create_topic(cluster, "spread", partitions=3, rf=3)
+    md = metadata(cluster)
+    assert md is not None
+    controller = md.controller_id
+    cluster.kill(controller)
+
+    def isrs_clean() -> bool:
+        m = metadata(cluster, topics=["spread"])
+        return (m is not None and m.controller_id not in (-1, controller)
+                and all(controller not in p.isr_nodes and p.leader_id >= 0
+                        for p in m.topics[0].partitions))
+
+    wait_until(isrs_clean, f"broker {controller} to leave every ISR", timeout=60)
+
+
+def test_acks_all_does_not_wait_for_a_follower_that_shut_down(patient_cluster: Cluster) -> None:
+    cluster = patient_cluster
+    create_topic(cluster, "pair", partitions=1, rf=2)
+    view = wait_for_leader(cluster, "pair")
+    follower = next(b for b in view.replicas if b != view.leader)
+    cluster.stop_broker(follower)
+    wait_for_isr(cluster, "pair", 0, {view.leader})
+    delivered: list[object] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 30000})
+    producer.produce("pair", b"x", partition=0,
+                     on_delivery=lambda err, m: delivered.append(err or m.offset()))
+    producer.flush(60)
+    # Waiting for the stopped follower (caught up at its last fetch) would take
+    # replica.lag.time.max.ms (120 s), beyond the producer's 30 s.
+    assert delivered == [0]

@@ -14,8 +14,8 @@ reassignments) all become events, so state changes never interleave.
 
 What happens on each (Kafka's rules, see election.py for the leader choices):
   failover          load brokers, topics and partition states; UpdateMetadata to every
-                    broker; elect where there is no live leader; LeaderAndIsr for every
-                    partition to its live replicas
+                    broker; elect where there is no live leader; dead brokers leave the
+                    ISRs; LeaderAndIsr for every partition to its live replicas
   broker gone       partitions it led elect a new leader from the live ISR (unclean only
   (or restarted)    when enabled for the topic); it leaves every ISR, except as the last
                     member (so that a clean election is possible when it returns)
@@ -241,6 +241,11 @@ class KafkaController:
         batch = RequestBatch(ctx)
         batch.add_update_metadata(ctx.brokers, ctx.all_partitions())
         await self._elect_where_needed(ctx.all_partitions(), batch)
+        # Brokers that died while no controller was watching (this one's predecessor's
+        # last moments) leave the ISRs now, as _on_brokers_failure would have done.
+        dead = {r for s in ctx.states.values() for r in s.isr} - set(ctx.brokers)
+        if dead:
+            await self._remove_from_isrs(dead, batch)
         for tp in ctx.all_partitions():
             if tp in ctx.states:
                 batch.add_leader_and_isr(ctx.live_replicas(tp), tp)
@@ -450,15 +455,22 @@ class KafkaController:
     async def _on_brokers_failure(self, gone: set[int]) -> None:
         ctx = self.ctx
         batch = RequestBatch(ctx)
-        affected = [tp for tp, s in ctx.states.items() if s.leader in gone or set(s.isr) & gone]
-        leaderless = [tp for tp in affected if ctx.states[tp].leader in gone]
+        leaderless = [tp for tp, s in ctx.states.items() if s.leader in gone]
         await self._elect_where_needed(leaderless, batch)
+        await self._remove_from_isrs(gone, batch)
+        batch.add_update_metadata(ctx.brokers, [tp for tp in ctx.all_partitions()
+                                                if set(ctx.replicas(tp)) & gone])
+        batch.send(self.channels)
+        await self._maybe_complete_reassignments(ctx.reassigning())
+
+    async def _remove_from_isrs(self, gone: set[int], batch: RequestBatch) -> None:
+        """Dead brokers leave the ISR of every partition still led by a live broker
+        (never as the last member: Kafka keeps it, for a clean election when it
+        returns); a partition led by a dead broker is the elections' business."""
+        ctx = self.ctx
         shrink: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp in affected:
-            s = ctx.states[tp]
-            if s.leader in gone:
-                continue  # handled by the election (or left without a leader)
-            if not set(s.isr) & gone:
+        for tp, s in ctx.states.items():
+            if s.leader in gone or s.leader < 0 or not set(s.isr) & gone:
                 continue
             isr = tuple(r for r in s.isr if r not in gone) or s.isr
             if isr != s.isr:
@@ -466,10 +478,6 @@ class KafkaController:
         written = await self._write_states(shrink)
         for tp in written:
             batch.add_leader_and_isr(ctx.live_replicas(tp), tp)
-        batch.add_update_metadata(ctx.brokers, [tp for tp in ctx.all_partitions()
-                                                if set(ctx.replicas(tp)) & gone])
-        batch.send(self.channels)
-        await self._maybe_complete_reassignments(ctx.reassigning())
 
     async def _on_brokers_startup(self, started: set[int]) -> None:
         ctx = self.ctx
