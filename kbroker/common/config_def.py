@@ -193,16 +193,13 @@ def one_of(*choices: str) -> ValidString:
 
 @dataclass(frozen=True)
 class ValidList:
-    """Kafka's ValidList.in: a non-empty list whose every item is a ValidString."""
+    """Kafka's ValidList.in: a list whose every item is a ValidString. The empty list is
+    valid, as in Kafka 3.9 (`cleanup.policy=""`: neither delete nor compact)."""
 
     items: ValidString
 
     def __call__(self, name: str, value: Any) -> None:
-        if value is None:
-            return
-        if not value:
-            raise invalid(name, value, "Empty list is not allowed")
-        for item in value:
+        for item in value or ():
             self.items(name, item)
 
     def __str__(self) -> str:

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, LIVE_KEYS, DynamicBrokerConfig
-from kbroker.common.config_def import ConfigError
+from kbroker.common.config_def import ConfigDef, ConfigError
+from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.config import BrokerConfig
 from kbroker.server import broker_loggers, topic_admin
@@ -35,8 +36,17 @@ from kbroker.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
-# (resource, its current overrides, its current effective config) -> new overrides
-Planner = Callable[[Any, dict[str, str], LogConfig], dict[str, str]]
+class Inherited(NamedTuple):
+    """What a resource's overrides sit on: its table of keys and, per key, the value it
+    has where this resource does not override it (rendered; a topic's: the broker
+    default; a dynamic broker layer's: the layers below it, else the key's default)."""
+
+    keys: ConfigDef
+    value: Callable[[str], str | None]
+
+
+# (resource, its current overrides, what they sit on) -> new overrides
+Planner = Callable[[Any, dict[str, str], Inherited], dict[str, str]]
 
 
 class Outcome(NamedTuple):
@@ -92,7 +102,7 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
     info = topic_admin.find_topic(broker, res.resource_name)
-    overrides = plan(res, dict(info.configs), broker.log_config_for(info))
+    overrides = plan(res, dict(info.configs), _topic_inherited(broker.log_config_for(info)))
     topic_admin.topic_config(broker, overrides)
     if validate_only:
         return
@@ -108,7 +118,9 @@ async def _alter_dynamic_broker(ctx: RequestContext, res: Any, plan: Planner,
     assert zk_broker is not None
     dynamic = zk_broker.dynamic
     entity = DEFAULT_ENTITY if res.resource_name == "" else res.resource_name
-    layer = plan(res, dict(dynamic.layer(entity)), ctx.broker.default_log_config)
+    below = dict(dynamic.static) if entity == DEFAULT_ENTITY else {**dynamic.static,
+                                                                    **dynamic.cluster_default}
+    layer = plan(res, dict(dynamic.layer(entity)), _broker_inherited(below))
     refused = dynamic.refused(set(layer) - set(dynamic.layer(entity)) | {
         k for k, v in layer.items() if dynamic.layer(entity).get(k) != v})
     if refused:
@@ -127,6 +139,23 @@ async def _alter_dynamic_broker(ctx: RequestContext, res: Any, plan: Planner,
     if not validate_only:
         await zk_broker.alter_broker_config(entity, layer)
         log.info("dynamic broker configs of %s now %s", entity, layer)
+
+
+def _topic_inherited(config: LogConfig) -> Inherited:
+    return Inherited(TOPIC_CONFIGS, lambda name: TOPIC_CONFIGS[name].render(config.get(name)))
+
+
+def _broker_inherited(below: dict[str, str]) -> Inherited:
+    def value(name: str) -> str | None:
+        key = BROKER_CONFIGS[name]
+        if name not in below:
+            return key.default_string
+        try:
+            return key.render(key.parse(below[name]))
+        except ConfigError:
+            return below[name]
+
+    return Inherited(BROKER_CONFIGS, value)
 
 
 def reject_nulls(names_values: Sequence[tuple[str, str | None]]) -> None:

@@ -67,8 +67,7 @@ def test_validators() -> None:
         Range(1, 9, also=(-1,))("k", 0)
     with pytest.raises(ConfigError, match="one of: a, b"):
         one_of("a", "b")("k", "c")
-    with pytest.raises(ConfigError, match="Empty list"):
-        all_in("a")("k", ())
+    all_in("a")("k", ())  # Kafka's ValidList takes the empty list
     with pytest.raises(ConfigError, match="one of: a"):
         all_in("a")("k", ("a", "b"))
     with pytest.raises(ConfigError, match="not implemented"):

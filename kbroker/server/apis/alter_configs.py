@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker.protocol.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from kbroker.server.config_alter import alter_resources, failed, reject_nulls, responses
+from kbroker.server.config_alter import Inherited, alter_resources, failed, reject_nulls, responses
 from kbroker.server.request_context import RequestContext
-from kbroker.storage.log_config import LogConfig
 
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -25,7 +24,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
     return AlterConfigsResponse(responses=responses(outcomes, Result))
 
 
-def _replace(res: Any, current: dict[str, str], config: LogConfig) -> dict[str, str]:
+def _replace(res: Any, current: dict[str, str], inherited: Inherited) -> dict[str, str]:
     reject_nulls([(c.name, c.value) for c in res.configs])
     return {c.name: c.value for c in res.configs}
 
