@@ -68,6 +68,7 @@ from kbroker.utils.time import SYSTEM_TIME, Time
 
 if TYPE_CHECKING:
     from kbroker.cluster.zk_broker import ZkBroker
+    from kbroker.server.protocol_trace import TraceSettings
 
 log = logging.getLogger(__name__)
 
@@ -481,6 +482,7 @@ class Broker:
         config: BrokerConfig | Mapping[str, str] | None = None,
         *,
         time: Time = SYSTEM_TIME,
+        trace: TraceSettings | None = None,
     ) -> None:
         self._temp_log_dir: str | None = None
         if not isinstance(config, BrokerConfig) and not {"log.dirs", "log.dir"} & set(config or {}):
@@ -490,6 +492,7 @@ class Broker:
             config = {**(config or {}), "log.dirs": self._temp_log_dir}
         self.config = broker_config(config)
         self.time = time
+        self.trace = trace  # the protocol trace (kbroker serve --trace), off unless given
         self.state: BrokerState | None = None
         self.server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -583,6 +586,7 @@ class Broker:
 
     async def _run(self, install_signal_handlers: bool) -> None:
         from kbroker.server.listener import SocketServer
+        from kbroker.server.protocol_trace import ProtocolTrace
 
         loop = asyncio.get_running_loop()
         self._loop = loop
@@ -598,7 +602,8 @@ class Broker:
             # one of them (hundreds of ms at 100,000 partitions) whenever a large request
             # allocates enough to trigger one.
             gc.freeze()
-            server = SocketServer(state, loop)
+            trace = ProtocolTrace(self.trace, loop) if self.trace is not None else None
+            server = SocketServer(state, loop, trace)
             self.server = server
             server.start()
             state.endpoints.update(_advertised(self.config, server))

@@ -1,6 +1,7 @@
 """The `kbroker` command.
 
-    kbroker serve [CONFIG_FILE] [--override KEY=VALUE]...
+    kbroker serve [CONFIG_FILE] [--override KEY=VALUE]... [--log-level [LOGGER=]LEVEL]...
+                  [--trace FILE [--trace-records] [--trace-max-bytes N] [--trace-backups N]]
     kbroker serve --help-config
 
 
@@ -14,6 +15,12 @@ with the real port when the listener asked for port 0. SIGTERM or SIGINT stops
 it gracefully (exit 0). A bad configuration exits 2 with the reason.
 `--help-config` prints every broker and topic key from the one table of keys
 (kbroker.common.configs): type, default, valid values, documentation.
+
+Log levels (log4j's names, kbroker.server.broker_loggers): `--log-level LEVEL` sets
+the root logger's (default INFO), `--log-level LOGGER=LEVEL` one logger's, e.g.
+`--log-level kafka.request.logger=DEBUG` for the request log; log4j keys in
+CONFIG_FILE (`log4j.logger.kafka.request.logger=DEBUG`) do the same, and the command
+line wins. `--trace FILE` writes the protocol trace (kbroker.server.protocol_trace).
 
 Other subcommands (`topics`, `groups`, `cluster`, `perf`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
@@ -30,6 +37,8 @@ from collections.abc import Callable, Sequence
 from kbroker import __version__
 from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
 from kbroker.perf import cli as perf_cli
+from kbroker.server.broker_loggers import ROOT, parse_level, set_levels, take_log4j_levels
+from kbroker.server.protocol_trace import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, TraceSettings
 from kbroker.tools import cluster as cluster_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
@@ -51,11 +60,34 @@ def _serve_parser(p: argparse.ArgumentParser) -> None:
                    help="a Kafka server.properties file")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a config key (repeatable; wins over CONFIG_FILE)")
-    p.add_argument("--log-level", default="INFO",
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    p.add_argument("--log-level", action="append", default=[], type=_log_level,
+                   metavar="[LOGGER=]LEVEL",
+                   help="the root logger's level (default INFO), or one logger's, e.g. "
+                        "kafka.request.logger=DEBUG (the request log); TRACE, DEBUG, INFO, "
+                        "WARN, ERROR, FATAL, OFF; repeatable")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write every request and response as JSON lines to FILE")
+    p.add_argument("--trace-records", action="store_true",
+                   help="with --trace: the records of each batch too, not only its header")
+    p.add_argument("--trace-max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
+                   help=f"with --trace: rotate FILE before it passes N bytes "
+                        f"(default {DEFAULT_MAX_BYTES})")
+    p.add_argument("--trace-backups", type=int, default=DEFAULT_BACKUPS, metavar="N",
+                   help=f"with --trace: rotated files kept, FILE.1 ... FILE.N "
+                        f"(default {DEFAULT_BACKUPS})")
     p.add_argument("--help-config", action="store_true",
                    help="list every broker and topic config key, with its type, default and "
                         "documentation, and exit")
+
+
+def _log_level(text: str) -> tuple[str, int]:
+    """`LEVEL` (the root logger) or `LOGGER=LEVEL` -> (logger name, level)."""
+    name, _, level_text = text.rpartition("=")
+    level = parse_level(level_text)
+    if level is None:
+        raise argparse.ArgumentTypeError(
+            f"unknown level {level_text!r}: TRACE, DEBUG, INFO, WARN, ERROR, FATAL or OFF")
+    return name or ROOT, level
 
 
 def config_help() -> str:
@@ -97,11 +129,17 @@ def _serve(args: argparse.Namespace) -> int:
         for pair in args.override:
             key, value = parse_override(pair)
             props[key] = value
+        levels = take_log4j_levels(props)
         config = BrokerConfig.from_props(props)
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    broker = Broker(config)
+    set_levels({**levels, **dict(args.log_level)})
+    trace = None
+    if args.trace:
+        trace = TraceSettings(args.trace, args.trace_records, args.trace_max_bytes,
+                              args.trace_backups)
+    broker = Broker(config, trace=trace)
     try:
         broker.serve_forever()
     except ConfigError as e:
@@ -143,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, getattr(args, "log_level", "INFO")),
+        level=logging.INFO,  # `serve --log-level` and log4j keys may change it
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

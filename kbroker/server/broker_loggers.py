@@ -1,9 +1,18 @@
-"""The BROKER_LOGGER config resource (type 8): the broker's log levels, read and set
-live, as Kafka's `kafka-configs.sh --entity-type broker-loggers` does with log4j.
+"""The broker's log levels under log4j's names: set at startup (`kbroker serve
+--log-level`, log4j keys in the config file) and read and set live through the
+BROKER_LOGGER config resource (type 8), as Kafka's `kafka-configs.sh --entity-type
+broker-loggers` does with log4j.
 
-DescribeConfigs lists the root logger (`root`) and every `kbroker...` Python
-logger with its effective level under log4j's names (TRACE, DEBUG, INFO, WARN,
-ERROR, FATAL, OFF), source DYNAMIC_BROKER_LOGGER_CONFIG (6). Only
+Levels are log4j's (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF); TRACE is Python
+level 5, registered under that name. At startup, as in Kafka's log4j.properties:
+
+    log4j.rootLogger=INFO, stdout                the root logger's level (appenders ignored)
+    log4j.logger.kafka.request.logger=DEBUG      one logger's level
+    log4j.appender.*, log4j.additivity.*, ...    accepted and ignored (kbroker logs to stderr)
+
+DescribeConfigs lists the root logger (`root`) and every `kbroker...` and `kafka...`
+Python logger (kafka.request.logger: kbroker.server.request_logger) with its
+effective level, source DYNAMIC_BROKER_LOGGER_CONFIG (6). Only
 IncrementalAlterConfigs changes them (Kafka 3.9's ConfigAdminManager checks):
 SET a level, DELETE to inherit the parent's again; APPEND or SUBTRACT, or
 DELETE of the root logger -> INVALID_REQUEST; an unknown logger or level ->
@@ -13,20 +22,26 @@ INVALID_CONFIG. Levels are process state, not persisted: a restart resets them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from kbroker.common.config_def import Type
+from kbroker.common.config_def import ConfigError, Type
 from kbroker.common.error_code import ErrorCode
 from kbroker.server.config_describe import ConfigDescription, ConfigSource
 from kbroker.server.topic_admin import AdminError
 
 ROOT = "root"
-PREFIX = "kbroker"
+PREFIXES = ("kbroker", "kafka")
+LOG4J_ROOT = "log4j.rootLogger"
+LOG4J_LOGGER = "log4j.logger."
 SET, DELETE = 0, 1
 
+TRACE = 5
+logging.addLevelName(TRACE, "TRACE")
 # log4j level name <-> Python level; TRACE is below DEBUG, OFF above everything.
-LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+LEVELS = {"TRACE": TRACE, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
           "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+_PYTHON_NAMES = {"WARNING": logging.WARNING, "CRITICAL": logging.CRITICAL}
 
 
 def level_name(level: int) -> str:
@@ -38,10 +53,42 @@ def level_name(level: int) -> str:
     return best
 
 
+def parse_level(text: str) -> int | None:
+    """A log4j level name (or Python's WARNING / CRITICAL), any case; None if unknown."""
+    name = text.strip().upper()
+    return LEVELS.get(name, _PYTHON_NAMES.get(name))
+
+
+def take_log4j_levels(props: MutableMapping[str, str]) -> dict[str, int]:
+    """Remove the log4j.* keys from server.properties-style `props`; return the levels
+    they set by logger name ("root" for log4j.rootLogger)."""
+    levels = {}
+    for key in [k for k in props if k.startswith("log4j.")]:
+        value = props.pop(key)
+        if key == LOG4J_ROOT:
+            name = ROOT
+        elif key.startswith(LOG4J_LOGGER):
+            name = key[len(LOG4J_LOGGER):]
+        else:
+            continue  # appenders, layouts, additivity: kbroker logs to stderr
+        level = parse_level(value.split(",")[0])
+        if level is None or not name:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: the level must "
+                              f"be one of {', '.join(LEVELS)}")
+        levels[name] = level
+    return levels
+
+
+def set_levels(levels: Mapping[str, int]) -> None:
+    for name, level in levels.items():
+        logging.getLogger(None if name == ROOT else name).setLevel(level)
+
+
 def _loggers() -> dict[str, logging.Logger]:
     found = {ROOT: logging.getLogger()}
     for name, obj in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(obj, logging.Logger) and (name == PREFIX or name.startswith(PREFIX + ".")):
+        if isinstance(obj, logging.Logger) and any(
+                name == p or name.startswith(p + ".") for p in PREFIXES):
             found[name] = obj
     return found
 

@@ -25,6 +25,10 @@ answer CLOSE_CONNECTION: earlier responses are sent, then the connection
 closes (a failed acks=0 Produce, as Kafka does, so the producer notices). A handler that
 raises is logged; the client gets UNKNOWN_SERVER_ERROR where the API has
 per-item error codes, else the connection is closed. The server lives on.
+
+While the request log or the protocol trace is on (kbroker.server.request_logger),
+each request gets a LoggedRequest that follows it to the socket: the time its frame
+was read whole, handed to its handler, answered, dequeued and written.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ import inspect
 import logging
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import Iterable
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kbroker.common.error_code import ErrorCode
@@ -47,6 +53,7 @@ from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.server.api_table import ApiSpec
 from kbroker.server.apis import api_versions
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
+from kbroker.server.request_logger import LoggedRequest
 from kbroker.server.response_writer import ResponseWriter
 
 if TYPE_CHECKING:
@@ -63,7 +70,8 @@ _BIG_FRAME = 256 * 1024  # frames at least this large are received in place
 
 
 class _Slot:
-    __slots__ = ("api_key", "version", "correlation_id", "size", "done", "parts", "close_after")
+    __slots__ = ("api_key", "version", "correlation_id", "size", "done", "parts", "close_after",
+                 "logged")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, size: int) -> None:
         self.api_key = api_key
@@ -73,6 +81,7 @@ class _Slot:
         self.done = False
         self.parts: list[Any] | None = None
         self.close_after = False
+        self.logged: LoggedRequest | None = None  # while the request log or trace is on
 
 
 class Connection:
@@ -84,6 +93,9 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.listener_name = listener_name
+        self.index = next(server.connection_index)
+        self.client_software: str | None = None  # NAME/VERSION, from ApiVersions v3+
+        self.request_log = server.request_log
         try:
             host, port = sock.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -105,10 +117,21 @@ class Connection:
         self._reading = False
         self._draining = False  # shutting down: no new requests
         self._close_after_drain = False
+        self._received_ns = 0  # the last read's end, while the request log is active
+        self._unsent: deque[LoggedRequest] | None = None  # logged responses being written
         self.writer = ResponseWriter(self.loop, sock, self._on_write_error, self._on_drained)
         self._resume_reading()
 
     # -- state
+
+    @cached_property
+    def connection_id(self) -> str:
+        """Kafka's connection id: local address-peer address-index."""
+        try:
+            host, port = self.sock.getsockname()[:2]
+        except OSError:
+            return f"?-{self.peer}-{self.index}"
+        return f"{host}:{port}-{self.peer}-{self.index}"
 
     @property
     def idle(self) -> bool:
@@ -207,6 +230,7 @@ class Connection:
             self.close()
             return
         self.last_active_ms = self.server.broker.time.monotonic_ms()
+        self._received_ns = time.monotonic_ns() if self.request_log.active() else 0
         if big is None:
             self._inbuf += target[:n]
         else:
@@ -293,6 +317,9 @@ class Connection:
                      self.peer, _name(api_key), version, e)
             self.close()
             return
+        if api_key == ApiKey.API_VERSIONS:
+            software = api_versions.client_software(request, version)
+            self.client_software = software or self.client_software
         ctx = RequestContext(
             broker=self.server.broker,
             api_key=api_key,
@@ -302,13 +329,17 @@ class Connection:
             listener_name=self.listener_name,
             peer=self.peer,
         )
-        slot = self._new_slot(api_key, version, correlation_id, len(frame))
+        slot = self._new_slot(api_key, version, correlation_id, len(frame), header, request)
         self._dispatch(slot, spec, ctx, request)
 
-    def _new_slot(self, api_key: int, version: int, correlation_id: int, size: int) -> _Slot:
+    def _new_slot(self, api_key: int, version: int, correlation_id: int, size: int,
+                  header: RequestHeader | None = None, request: Any = None) -> _Slot:
         slot = _Slot(api_key, version, correlation_id, size)
         self._pending.append(slot)
         self.server.request_queue.add(size)
+        if self.request_log.active():
+            slot.logged = self.request_log.received(self, header, request, api_key, version,
+                                                    correlation_id, size, self._received_ns)
         return slot
 
     # -- dispatch
@@ -320,6 +351,9 @@ class Connection:
             log.exception("%s v%d from %s failed", _name(ctx.api_key), ctx.api_version, self.peer)
             self._fail(slot, spec, request)
             return
+        finally:
+            if slot.logged is not None:
+                slot.logged.handler_returned()
         if inspect.isawaitable(result):
             task = self.loop.create_task(self._await(slot, spec, request, result))
             self._tasks.add(task)
@@ -353,6 +387,8 @@ class Connection:
     def _complete(self, slot: _Slot, response: Any) -> None:
         if self.closed:
             return
+        if slot.logged is not None:
+            slot.logged.response_ready(response)
         if response is CLOSE_CONNECTION:
             slot.close_after = True
         elif response is not None:
@@ -384,15 +420,34 @@ class Connection:
         while pending and pending[0].done and not self.closed:
             slot = pending.popleft()
             self._release((slot,))
+            if slot.parts is not None:
+                self.writer.send(slot.parts)
+            if slot.logged is not None:
+                self._follow(slot.logged, slot.parts)
             if slot.close_after:
                 self._close_when_sent()
                 return
-            if slot.parts is not None:
-                self.writer.send(slot.parts)
         if self._reading is False and not self._overloaded() and not self._draining:
             self._resume_reading()
             if self._inbuf and self._reading:
                 self.loop.call_soon(self._guarded_process_input)
+
+    def _follow(self, logged: LoggedRequest, parts: list[Any] | None) -> None:
+        """A logged response left the queue: completed now if it has no bytes, else once
+        the writer has sent every byte up to its last."""
+        logged.dequeued(parts)
+        if parts is None:
+            self.request_log.completed(logged)
+            return
+        logged.send_mark = self.writer.sent_bytes + self.writer.queued_bytes
+        if self._unsent is None:
+            self._unsent = deque()
+        self._unsent.append(logged)
+
+    def _log_written(self) -> None:
+        unsent, sent, now = self._unsent, self.writer.sent_bytes, time.monotonic_ns()
+        while unsent and unsent[0].send_mark <= sent:
+            self.request_log.completed(unsent.popleft(), now)
 
     def _close_when_sent(self) -> None:
         """Send what earlier requests produced, then close; later requests are dropped."""
@@ -414,6 +469,8 @@ class Connection:
 
     def _on_drained(self) -> None:
         self.last_active_ms = self.server.broker.time.monotonic_ms()
+        if self._unsent:
+            self._log_written()
         if self._close_after_drain:
             self.close()
             return

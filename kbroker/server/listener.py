@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import logging
 import socket
 from typing import TYPE_CHECKING
@@ -24,10 +25,12 @@ from typing import TYPE_CHECKING
 from kbroker.config import Listener
 from kbroker.server.api_table import api_table
 from kbroker.server.connection import RECV_CHUNK, Connection
+from kbroker.server.request_logger import RequestLog
 from kbroker.server.request_queue import RequestQueue
 
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState
+    from kbroker.server.protocol_trace import ProtocolTrace
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +121,8 @@ def _bind(host: str, port: int) -> socket.socket:
 class SocketServer:
     """Used from the event loop thread only."""
 
-    def __init__(self, broker: BrokerState, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, broker: BrokerState, loop: asyncio.AbstractEventLoop,
+                 trace: ProtocolTrace | None = None) -> None:
         self.broker = broker
         self.loop = loop
         self.api_table = api_table(broker.clustered)
@@ -130,6 +134,8 @@ class SocketServer:
         self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
                                           broker.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
+        self.request_log = RequestLog(trace)  # kafka.request.logger and the protocol trace
+        self.connection_index = itertools.count()  # the last part of Kafka's connection ids
 
     def start(self) -> None:
         try:
@@ -201,3 +207,4 @@ class SocketServer:
     def close_all(self) -> None:
         for conn in list(self.connections):
             conn.close()
+        self.request_log.close()

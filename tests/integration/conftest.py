@@ -48,9 +48,10 @@ class BrokerProcess:
     proc: subprocess.Popen[bytes] | None = None
     bootstrap_servers: str = ""
     preexec: Callable[[], None] | None = None  # also run in the child (e.g. a lower rlimit)
+    args: list[str] = field(default_factory=list)  # more `kbroker serve` arguments
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
-        args = [sys.executable, "-m", "kbroker", "serve"]
+        args = [sys.executable, "-m", "kbroker", "serve", *self.args]
         props = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.log_dir),
@@ -118,11 +119,13 @@ def broker_factory(tmp_path: Path) -> Iterator[type[BrokerProcess]]:
     """Make BrokerProcess objects sharing this test's tmp dir; all are stopped afterwards."""
     made: list[BrokerProcess] = []
 
-    def factory(overrides: dict[str, str] | None = None, log_dir: Path | None = None) -> BrokerProcess:
+    def factory(overrides: dict[str, str] | None = None, log_dir: Path | None = None,
+                args: list[str] | None = None) -> BrokerProcess:
         bp = BrokerProcess(
             log_dir=log_dir or tmp_path / "kbroker-logs",
             stderr_path=tmp_path / "kbroker.stderr",
             overrides=overrides or {},
+            args=args or [],
         )
         made.append(bp)
         return bp

@@ -1,6 +1,7 @@
 """ApiVersions (key 18): the versions of every API in the API table.
 
-v3+ requests carry the client's software name and version; Kafka checks them
+v3+ requests carry the client's software name and version (the connection keeps
+them as its client information, for the request log); Kafka checks them
 against `[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` and answers INVALID_REQUEST
 otherwise (librdkafka then retries with v0). A version above our maximum is
 answered by the connection, before the body is parsed, with
@@ -27,10 +28,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     from kbroker.server.api_table import api_table
 
-    if ctx.api_version >= 3 and not (
-        _SOFTWARE.match(request.client_software_name)
-        and _SOFTWARE.match(request.client_software_version)
-    ):
+    if ctx.api_version >= 3 and client_software(request, ctx.api_version) is None:
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
     keys = [
         ApiVersionsResponse.ApiVersion(
@@ -39,6 +37,15 @@ def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsRespo
         for _key, spec in sorted(api_table(ctx.broker.clustered).items())
     ]
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
+
+
+def client_software(request: ApiVersionsRequest, version: int) -> str | None:
+    """The client's software as NAME/VERSION (v3+), when both are valid: the connection's
+    client information, as Kafka registers it."""
+    name, software_version = request.client_software_name, request.client_software_version
+    if version >= 3 and _SOFTWARE.match(name) and _SOFTWARE.match(software_version):
+        return f"{name}/{software_version}"
+    return None
 
 
 def unsupported_version_response(spec: ApiSpec) -> ApiVersionsResponse:
