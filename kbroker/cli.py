@@ -3,6 +3,7 @@
     kbroker serve [CONFIG_FILE] [--override KEY=VALUE]... [--log-level [LOGGER=]LEVEL]...
                   [--trace FILE [--trace-records] [--trace-max-bytes N] [--trace-backups N]]
     kbroker serve --help-config
+    kbroker trace FILE [--client-id ID] [--api NAME] [--errors-only] [--summary] [--json]
 
 
 CONFIG_FILE is a Kafka server.properties file; overrides win over it. With no
@@ -20,7 +21,8 @@ Log levels (log4j's names, kbroker.server.broker_loggers): `--log-level LEVEL` s
 the root logger's (default INFO), `--log-level LOGGER=LEVEL` one logger's, e.g.
 `--log-level kafka.request.logger=DEBUG` for the request log; log4j keys in
 CONFIG_FILE (`log4j.logger.kafka.request.logger=DEBUG`) do the same, and the command
-line wins. `--trace FILE` writes the protocol trace (kbroker.server.protocol_trace).
+line wins. `--trace FILE` writes the protocol trace (kbroker.server.protocol_trace),
+which `kbroker trace` reads (kbroker.tools.trace).
 
 Other subcommands (`topics`, `groups`, `cluster`, `perf`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
@@ -42,6 +44,7 @@ from kbroker.server.protocol_trace import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, Tr
 from kbroker.tools import cluster as cluster_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
+from kbroker.tools import trace as trace_cli
 
 EXIT_CONFIG_ERROR = 2
 
@@ -66,7 +69,8 @@ def _serve_parser(p: argparse.ArgumentParser) -> None:
                         "kafka.request.logger=DEBUG (the request log); TRACE, DEBUG, INFO, "
                         "WARN, ERROR, FATAL, OFF; repeatable")
     p.add_argument("--trace", metavar="FILE",
-                   help="write every request and response as JSON lines to FILE")
+                   help="write every request and response as JSON lines to FILE (read it "
+                        "with `kbroker trace FILE`)")
     p.add_argument("--trace-records", action="store_true",
                    help="with --trace: the records of each batch too, not only its header")
     p.add_argument("--trace-max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
@@ -165,6 +169,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
     "cluster": (cluster_cli.HELP, cluster_cli.configure_parser, cluster_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
+    "trace": (trace_cli.HELP, trace_cli.configure_parser, trace_cli.run),
 }
 
 
