@@ -88,6 +88,27 @@ def test_a_failing_request_is_one_debug_line_with_its_code_and_message(broker_fa
     assert int(_field(line, "requestBytes")) > 0 and int(_field(line, "responseBytes")) > 0
 
 
+def test_a_transaction_attempt_is_one_line_per_request(broker_factory: Any) -> None:
+    """librdkafka's init_transactions looks up its transaction coordinator (FindCoordinator
+    key_type 1) until it gets one: each lookup is one line with its answer's code, and a
+    COORDINATOR_NOT_AVAILABLE carries the broker's reason."""
+    bp = broker_factory(args=["--log-level", "kafka.request.logger=DEBUG"]).start()
+    producer = Producer({"bootstrap.servers": bp.bootstrap_servers, "client.id": "txn-app",
+                         "transactional.id": _name("tx")})
+    try:
+        producer.init_transactions(3)
+    except KafkaException:
+        pass  # no transaction coordinator (yet): the log says why
+    lines = _completed(bp, "FindCoordinator", lambda line: 'clientId="txn-app"' in line)
+    assert lines
+    assert len({_field(line, "correlationId") + _field(line, "connection") for line in lines}) \
+        == len(lines)
+    for line in lines:
+        assert re.search(r" errors=\[1 x [A-Z_]+\]", line), line
+        if "COORDINATOR_NOT_AVAILABLE" in line:
+            assert "errorMessages=[" in line, line
+
+
 def test_errors_are_summarised_per_partition(broker_factory: Any) -> None:
     bp = broker_factory({"auto.create.topics.enable": "false"},
                         args=["--log-level", "kafka.request.logger=DEBUG"]).start()
