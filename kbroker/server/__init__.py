@@ -12,6 +12,12 @@
                         None | CLOSE_CONNECTION | awaitable of those; optional
                         error_response(request, version, error_code)
     request_context.py  RequestContext: the broker state, version, client id, listener
+    request_logger.py   RequestLog: Kafka's kafka.request.logger ("Completed request" at
+                        DEBUG, bodies at TRACE) and, with --trace, the protocol trace
+    protocol_trace.py   ProtocolTrace: every request and response as JSON lines, rotated
+    request_json.py     messages as JSON values, a response's error codes and messages
+    broker_loggers.py   log levels under log4j's names: --log-level, log4j keys,
+                        the BROKER_LOGGER config resource
 
 Adding an API: write apis/<name>.py with `handle` (and `error_response` when the
 response has per-item error codes), then add one `_spec(ApiKey.X, min, max, module)`

@@ -117,7 +117,7 @@ class Connection:
         self._reading = False
         self._draining = False  # shutting down: no new requests
         self._close_after_drain = False
-        self._received_ns = 0  # the last read's end, while the request log is active
+        self._received_ns = 0  # the last read's end while the request log is on, else 0
         self._unsent: deque[LoggedRequest] | None = None  # logged responses being written
         self.writer = ResponseWriter(self.loop, sock, self._on_write_error, self._on_drained)
         self._resume_reading()
@@ -337,7 +337,7 @@ class Connection:
         slot = _Slot(api_key, version, correlation_id, size)
         self._pending.append(slot)
         self.server.request_queue.add(size)
-        if self.request_log.active():
+        if self._received_ns:  # the log or trace was on at the read that brought the frame
             slot.logged = self.request_log.received(self, header, request, api_key, version,
                                                     correlation_id, size, self._received_ns)
         return slot

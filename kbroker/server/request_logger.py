@@ -35,8 +35,8 @@ MAX_BODY_CHARS:
     connection=127.0.0.1:9092-127.0.0.1:50514-0 request={"key_type":1,...} response={...}
 
 Off costs nothing on the hot path: the connection asks `active()` (one cached
-isEnabledFor) per read and per request and builds no entry, string or timestamp
-unless it is on. Levels change live (broker_loggers, IncrementalAlterConfigs
+isEnabledFor) per read and builds no entry, string or timestamp unless it is on; a
+request whose frame came with a read while it was on is followed. Levels change live (broker_loggers, IncrementalAlterConfigs
 BROKER_LOGGER), and Python drops its isEnabledFor cache on every level change.
 """
 
@@ -89,7 +89,7 @@ class LoggedRequest:
         self.response_bytes = 0
         self.closed = False
         now = _now()
-        self.received_ns = received_ns or now
+        self.received_ns = received_ns
         self.received_wall = time.time() - (now - self.received_ns) / 1e9
         self.started_ns = self.returned_ns = self.ready_ns = self.dequeued_ns = now
         self.send_mark = 0  # the writer's sent_bytes once this response is all written
@@ -138,11 +138,14 @@ class RequestLog:
 
     def completed(self, entry: LoggedRequest, sent_ns: int | None = None) -> None:
         """The response is written (or there is none): log it and trace it."""
+        logging_on = request_logger.isEnabledFor(_DEBUG)
+        if not logging_on and self.trace is None:
+            return  # switched off while the request was in flight
         end = sent_ns or _now()
         response = entry.response
         codes, messages = (errors(response, entry.api_version) if response is not None
                            else (Counter(), []))
-        if request_logger.isEnabledFor(_DEBUG):
+        if logging_on:
             request_logger.debug("%s", _completed_line(entry, codes, messages, end))
             if request_logger.isEnabledFor(TRACE):
                 request_logger.log(TRACE, "%s", _bodies_line(entry))
