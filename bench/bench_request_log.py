@@ -5,38 +5,47 @@ Each repeat starts every broker fresh, in turn (new process, new temp data dir, 
 by PID afterwards), and runs the same workload on it:
 
     requests   a raw client pipelining small requests (8 in flight) on one connection:
-               Produce (acks=1, one 100-byte record) then Fetch (offset 0, 16 KiB),
+               Produce (acks=1, one 100-byte record) then Fetch (offset 0, 16 KiB):
+               the broker's CPU microseconds per request (utime+stime from /proc, which
+               other work on a shared machine disturbs far less than wall time) and
                requests/s: the per-request cost, where a per-request logger shows most
     perf       `kbroker perf produce` then `consume` (librdkafka, 1 KiB records,
-               acks=1, 1 partition): records/s of the matrix's 1KiB/acks=1/none/p1 cell
+               acks=1, 1 partition): records/s and broker CPU seconds per GB, the
+               matrix's 1KiB/acks=1/none/p1 cell
 
 Brokers (--configs picks some):
 
     before     kbroker-ref:<--before> (default main): the build without the request log
     before2    the same build again: the A/A pair that measures the noise band
-    off        this tree, default levels (kafka.request.logger inherits INFO: off)
-    debug      this tree, --log-level kafka.request.logger=DEBUG (stderr to a file)
-    trace      this tree, --log-level kafka.request.logger=TRACE
-    file       this tree, --trace FILE (the protocol trace, JSON lines)
+    off        this tree (or kbroker-ref:<--this>), default levels (kafka.request.logger
+               inherits INFO: off)
+    debug      the same, --log-level kafka.request.logger=DEBUG (stderr to a file)
+    trace      the same, --log-level kafka.request.logger=TRACE
+    file       the same, --trace FILE (the protocol trace, JSON lines)
 
-    python bench/bench_request_log.py                    # 5 repeats, every broker
-    python bench/bench_request_log.py --repeats 3 --configs before,off,debug
+    python bench/bench_request_log.py                    # 7 repeats, every broker
+    python bench/bench_request_log.py --repeats 15 --configs before,before2,off --perf-records 0
+    python bench/bench_request_log.py --this HEAD        # both sides built alike from git refs
 
 Output: per broker and metric the median over repeats, the min..max, and the ratio of
-medians to `before`; the noise band is before2/before (the same build twice). JSON
-(every run's figures too) goes to bench/results/request_log-<UTC timestamp>.json.
+medians to `before`; the noise band is before2/before (the same build twice). The
+order of the brokers is shuffled in each repeat (a seeded shuffle), so that a burst
+of other work on the machine does not always land on the same one. JSON (every run's
+figures too) goes to bench/results/request_log-<UTC timestamp>.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import socket
 import statistics
 import struct
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +74,10 @@ EXTRA_ARGS = {
     "file": " --trace {data_dir}/protocol-trace.jsonl",
 }
 IN_FLIGHT = 8
-METRICS = ("produce_requests_per_s", "fetch_requests_per_s", "perf_produce_records_per_s",
-           "perf_consume_records_per_s")
+METRICS = ("produce_cpu_us_per_request", "fetch_cpu_us_per_request", "produce_requests_per_s",
+           "fetch_requests_per_s", "perf_produce_cpu_s_per_gb", "perf_consume_cpu_s_per_gb",
+           "perf_produce_records_per_s", "perf_consume_records_per_s")
+GB = 1024**3
 
 
 # ---------------------------------------------------------------- the raw client
@@ -127,8 +138,8 @@ class PipelinedClient:
         self.sock.close()
 
 
-def requests_phase(port: int, count: int) -> dict[str, float]:
-    client = PipelinedClient(port)
+def requests_phase(broker: brokers.RunningBroker, count: int) -> dict[str, float]:
+    client = PipelinedClient(broker.port)
     try:
         create = CreateTopicsRequest(timeout_ms=10000, topics=[CreateTopicsRequest.CreatableTopic(
             name="rl", num_partitions=1, replication_factor=1)])
@@ -141,41 +152,47 @@ def requests_phase(port: int, count: int) -> dict[str, float]:
                              topics=[FetchRequest.FetchTopic(topic="rl", partitions=[
                                  FetchRequest.FetchPartition(partition=0, fetch_offset=0,
                                                              partition_max_bytes=16384)])])
-        produce_s = client.run(frame(produce, 9), count)
-        fetch_s = client.run(frame(fetch, 11), count)
+        out = {}
+        for name, request in (("produce", frame(produce, 9)), ("fetch", frame(fetch, 11))):
+            cpu = broker.cpu_seconds()
+            seconds = client.run(request, count)
+            out[f"{name}_cpu_us_per_request"] = (broker.cpu_seconds() - cpu) / count * 1e6
+            out[f"{name}_requests_per_s"] = count / seconds
     finally:
         client.close()
-    return {"produce_requests_per_s": count / produce_s, "fetch_requests_per_s": count / fetch_s}
+    return out
 
 
-def perf_phase(bootstrap: str, records: int) -> dict[str, float]:
-    options = PerfOptions(bootstrap_server=bootstrap, topic="perf", num_records=records,
+def perf_phase(broker: brokers.RunningBroker, records: int) -> dict[str, float]:
+    options = PerfOptions(bootstrap_server=broker.bootstrap, topic="perf", num_records=records,
                           record_size=1024, acks="1", compression="none", producers=2,
                           consumers=1, partitions=1, report_interval_s=1e9, timeout_s=300.0,
                           quiet=True)
     out = {}
     for mode in ("produce", "consume"):
+        cpu = broker.cpu_seconds()
         summary = run_mode(options, mode)
         if summary.records < records or summary.errors:
             raise RuntimeError(f"perf {mode}: {summary.records} of {records} records, "
                                f"{summary.errors} errors")
+        out[f"perf_{mode}_cpu_s_per_gb"] = (broker.cpu_seconds() - cpu) / (summary.bytes / GB)
         out[f"perf_{mode}_records_per_s"] = summary.records_per_s
     return out
 
 
 # ---------------------------------------------------------------- runs
 
-def specs(configs: list[str], before: str) -> dict[str, brokers.BrokerSpec]:
+def specs(configs: list[str], before: str, this: str | None) -> dict[str, brokers.BrokerSpec]:
+    """One spec per config; the configs of one build share its worktree (prepared once)."""
+    before_spec = brokers.kbroker_ref_spec(before)
+    this_spec = brokers.kbroker_ref_spec(this) if this else brokers.kbroker_spec()
     out: dict[str, brokers.BrokerSpec] = {}
-    ref = None
     for name in configs:
         if name in ("before", "before2"):
-            ref = ref or brokers.kbroker_ref_spec(before)
-            out[name] = ref
+            out[name] = before_spec
         else:
-            spec = brokers.kbroker_spec(name=f"kbroker-{name}")
-            spec.command += EXTRA_ARGS[name]
-            out[name] = spec
+            out[name] = replace(this_spec, name=f"{this_spec.name}:{name}",
+                                command=this_spec.command + EXTRA_ARGS[name])
     return out
 
 
@@ -185,11 +202,9 @@ def run_once(name: str, spec: brokers.BrokerSpec, repeat: int, args: argparse.Na
     broker = brokers.RunningBroker(spec, log_dir)
     try:
         broker.wait_ready()
-        cpu = broker.cpu_seconds()
-        record |= requests_phase(broker.port, args.requests)
-        record["requests_cpu_s"] = broker.cpu_seconds() - cpu
+        record |= requests_phase(broker, args.requests)
         if args.perf_records:
-            record |= perf_phase(broker.bootstrap, args.perf_records)
+            record |= perf_phase(broker, args.perf_records)
         record["log_bytes"] = broker.log_path.stat().st_size
     except Exception as exc:  # one failed run must not lose the others
         record["error"] = f"{type(exc).__name__}: {exc}"
@@ -222,8 +237,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"\n{'metric':28} {'broker':8} {'median':>10} {'min':>10} {'max':>10} {'/before':>8}")
     for row in rows:
         ratio = "-" if row["vs_before"] is None else f"{row['vs_before']:.3f}"
-        print(f"{row['metric']:28} {row['config']:8} {row['median']:>10,.0f} {row['min']:>10,.0f} "
-              f"{row['max']:>10,.0f} {ratio:>8}")
+        digits = 1 if row["median"] < 1000 else 0
+        print(f"{row['metric']:28} {row['config']:8} {row['median']:>10,.{digits}f} "
+              f"{row['min']:>10,.{digits}f} {row['max']:>10,.{digits}f} {ratio:>8}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -231,7 +247,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--configs", default=",".join(CONFIGS),
                    help=f"brokers to run, from {', '.join(CONFIGS)}")
     p.add_argument("--before", default="main", help="git ref of the build before (default main)")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--this", metavar="REF",
+                   help="run off/debug/trace/file from a build of this git ref, made as the "
+                        "before build is (default: this working tree)")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--seed", type=int, default=23, help="of the per-repeat shuffle")
     p.add_argument("--requests", type=int, default=20000, help="requests per loop")
     p.add_argument("--perf-records", type=int, default=200_000,
                    help="records of the perf produce/consume phases (0: skip them)")
@@ -246,18 +266,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    configured = specs(args.configs, args.before)
+    configured = specs(args.configs, args.before, args.this)
     log_dir = Path(tempfile.mkdtemp(prefix="kbroker-bench-reqlog-"))
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     started = time.time()
-    prepared = {id(s): s for s in configured.values()}.values()
+    builds = {id(s.prepare): s for s in configured.values() if s.prepare is not None}.values()
     try:
-        for spec in prepared:
+        for spec in builds:
             if spec.prepare is not None:
                 spec.prepare()
+        shuffle = random.Random(args.seed)
         for repeat in range(args.repeats):
-            for name, spec in configured.items():
+            order = list(configured.items())
+            shuffle.shuffle(order)
+            for name, spec in order:
                 run = run_once(name, spec, repeat, args, log_dir)
                 runs.append(run)
                 shown = run.get("error") or ", ".join(
@@ -265,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{time.strftime('%H:%M:%S')}] repeat {repeat} {name:8} {shown}",
                       file=sys.stderr, flush=True)
     finally:
-        for spec in prepared:
+        for spec in builds:
             if spec.cleanup is not None:
                 spec.cleanup()
     rows = summarize(runs, args.configs)
