@@ -84,28 +84,41 @@ class AppendNotifier:
 
     def notify(self, tp: Any) -> None:
         for fut in self._waiters.pop(tp, ()):
-            if not fut.done():
-                fut.set_result(None)
+            _wake(fut)
 
     def notify_all(self) -> None:
         for tp in list(self._waiters):
             self.notify(tp)
 
-    async def wait(self, tps: Iterable[Any], timeout_s: float) -> None:
-        """Return after any of `tps` is appended to, or after `timeout_s`."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def wait(self, tps: Iterable[Any], timeout_s: float) -> asyncio.Future[None]:
+        """A future done after any of `tps` is appended to, or after `timeout_s`.
+
+        Registered by this call, not when first awaited: a Fetch that found nothing parks
+        before its task first runs, so an append in between (another connection's Produce
+        in the same loop turn) still wakes it. The registration goes when the future is
+        done, cancelled (its awaiting task was) or not."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
         keys = list(tps)
         for tp in keys:
             self._waiters.setdefault(tp, set()).add(fut)
-        try:
-            await asyncio.wait([fut], timeout=timeout_s)
-        finally:
-            for tp in keys:
-                waiters = self._waiters.get(tp)
-                if waiters is not None:
-                    waiters.discard(fut)
-                    if not waiters:
-                        del self._waiters[tp]
+        timer = loop.call_later(timeout_s, _wake, fut)
+        fut.add_done_callback(lambda _f: self._forget(fut, keys, timer))
+        return fut
+
+    def _forget(self, fut: asyncio.Future[None], keys: list[Any], timer: asyncio.TimerHandle) -> None:
+        timer.cancel()
+        for tp in keys:
+            waiters = self._waiters.get(tp)
+            if waiters is not None:
+                waiters.discard(fut)
+                if not waiters:
+                    del self._waiters[tp]
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class BrokerState:

@@ -289,6 +289,21 @@ def test_fetch_returns_whole_batch_and_respects_max_bytes(client: WireClient) ->
     assert len(second.records) == 0, "the response must stay within max_bytes after the first batch"
 
 
+def test_parked_fetch_is_woken_by_an_append_in_the_same_read(client: WireClient) -> None:
+    """A Fetch that finds nothing parks at once, not when its task first runs: a Produce
+    read in the same loop turn (here: pipelined behind it) wakes it. Were the wake-up lost,
+    the Fetch would wait its two minutes and the test time out."""
+    topic = "same-turn"
+    create_topic(client, topic)
+    frames = [encode_request(fetch_request(topic, {0: 0}, max_wait_ms=120_000), 12, 200),
+              encode_request(produce_request(topic, 0, make_batch([b"wake"])), 9, 201)]
+    client.send_raw(b"".join(frames))
+    correlation_id, fetched = client.recv(1, 12)
+    assert correlation_id == 200
+    assert len(fetched.responses[0].partitions[0].records) > 0
+    assert client.recv(0, 9)[0] == 201
+
+
 def test_read_committed_fetch(client: WireClient) -> None:
     create_topic(client, "committed")
     produce(client, "committed", 0, make_batch([b"a"]))

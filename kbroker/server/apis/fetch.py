@@ -62,19 +62,25 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
     response, tps = _read_once(ctx, request, deadline)
     if tps is None:
         return response
-    return _long_poll(ctx, request, deadline, tps)
+    # Parked now, not when the coroutine's task first runs (a later loop turn): an append
+    # in between must wake it, or a follower's Fetch (and every acks=all Produce waiting
+    # on it) would sleep the whole max_wait_ms.
+    return _long_poll(ctx, request, deadline, _park(ctx, tps, deadline))
+
+
+def _park(ctx: RequestContext, tps: list[Any], deadline: int) -> Awaitable[None]:
+    return ctx.broker.append_notifier.wait(tps, max(deadline - _now_ms(), 0) / 1000)
 
 
 async def _long_poll(
-    ctx: RequestContext, request: FetchRequest, deadline: int, tps: list[Any]
+    ctx: RequestContext, request: FetchRequest, deadline: int, parked: Awaitable[None]
 ) -> FetchResponse:
     while True:
-        remaining_ms = deadline - _now_ms()
-        await ctx.broker.append_notifier.wait(tps, max(remaining_ms, 0) / 1000)
+        await parked
         response, again = _read_once(ctx, request, deadline)
         if again is None:
             return response
-        tps = again
+        parked = _park(ctx, again, deadline)
 
 
 def _read_once(
