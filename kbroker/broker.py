@@ -667,7 +667,7 @@ class Broker:
             ),
             asyncio.ensure_future(every(1.0, state.log_manager.flush_dirty_logs)),
             asyncio.ensure_future(every(self.config.log_flush_offset_checkpoint_interval_ms / 1000,
-                                         state.log_manager.checkpoint)),
+                                         state.log_manager.checkpoint_in_background)),
             asyncio.ensure_future(every(self.config.offsets_retention_check_interval_ms / 1000,
                                          state.group_coordinator.expire_offsets)),
             asyncio.ensure_future(every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(

@@ -176,7 +176,7 @@ class ZkBroker:
             self.config.replica_lag_time_max_ms / 2000, self.replica_manager.maybe_shrink_isr)))
         self._tasks.append(asyncio.ensure_future(every(
             self.config.replica_high_watermark_checkpoint_interval_ms / 1000,
-            self.log_manager.checkpoint)))
+            self.log_manager.checkpoint_in_background)))
 
     async def _register(self) -> None:
         reg = BrokerRegistration(self.broker_id, tuple(self._endpoints), self.config.broker_rack)

@@ -14,7 +14,9 @@ Lock: the broker's event-loop thread calls every public method after startup().
 startup() loads partitions on `recovery_threads` worker threads (each touches only
 its own directory) and publishes the logs when all are done. One background thread
 (FileDeleter) only closes and unlinks files the logs have already let go of; one
-flush thread fsyncs rolled segments and raises their Log's recovery point.
+flush thread fsyncs rolled segments and raises their Log's recovery point, and writes
+the periodic checkpoints (their contents taken on the loop; `_checkpoint_lock` and a
+version per dir keep an older content from landing after a newer one).
 Invariant: one Log per TopicPartition, in exactly one log dir.
 """
 
@@ -24,9 +26,11 @@ import errno
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.checkpoints import (
@@ -93,6 +97,11 @@ class LogManager:
         self.on_dir_offline: Callable[[str, bool], None] | None = None
         self._flusher: ThreadPoolExecutor | None = None
         self.moves: dict[TopicPartition, ReplicaMove] = {}  # AlterReplicaLogDirs in progress
+        # Checkpoint writes, from the loop or the flush thread, in version order per dir.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_version = 0
+        self._written_versions: dict[str, int] = {}
+        self._checkpointing: Future[None] | None = None
         self.last_load_recovered: list[TopicPartition] = []
         self._started = False
 
@@ -455,22 +464,66 @@ class LogManager:
             except KafkaStorageError:
                 pass  # the dir went offline: reported and logged once
 
+    def checkpoint_in_background(self) -> Future[None] | None:
+        """The periodic checkpoint: the contents are taken now (on the loop), the files
+        written and fsynced on the flush thread, so the loop never waits for a disk.
+        Skipped while the previous one is still being written."""
+        if self._flusher is None or (self._checkpointing is not None
+                                     and not self._checkpointing.done()):
+            return None
+        writes = [(d, self._checkpoint_contents(d)) for d in self.online_dirs]
+        self._checkpointing = self._flusher.submit(self._write_checkpoints, writes)
+        return self._checkpointing
+
+    def _write_checkpoints(self, writes: list[tuple[str, _CheckpointContents]]) -> None:
+        for d, contents in writes:
+            try:
+                self._write_checkpoint(d, contents)
+            except KafkaStorageError:
+                pass  # reported: the loop takes the dir offline
+
     def checkpoint_dir(self, d: str) -> None:
-        """Write one log dir's checkpoints (also after a truncation or delete_records)."""
+        """Write one log dir's checkpoints now (also after a truncation or delete_records,
+        which must be on disk before anyone reads the log again)."""
         if self.failures.is_offline(d):
             return
+        self._write_checkpoint(d, self._checkpoint_contents(d))
+
+    def _checkpoint_contents(self, d: str) -> _CheckpointContents:
         tps = [tp for tp, ld in self._dir_of.items() if ld == d]
-        recovery = {tp: self._logs[tp].recovery_point for tp in tps}
-        starts = {tp: self._logs[tp].log_start_offset for tp in tps}
-        try:
-            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(recovery)
-            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(starts)
-            if self.replicated:
-                hws = {tp: self._logs[tp].high_watermark for tp in tps}
-                OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(hws)
-        except OSError as e:
-            self.failures.report(d, "writing checkpoints", e)
-            raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e
+        self._checkpoint_version += 1
+        return _CheckpointContents(
+            self._checkpoint_version,
+            {tp: self._logs[tp].recovery_point for tp in tps},
+            {tp: self._logs[tp].log_start_offset for tp in tps},
+            {tp: self._logs[tp].high_watermark for tp in tps} if self.replicated else None)
+
+    def _write_checkpoint(self, d: str, contents: _CheckpointContents) -> None:
+        """On any thread. A content older than what the dir already has on disk is dropped:
+        a background write taken before a truncation never lands after its checkpoint."""
+        with self._checkpoint_lock:
+            if contents.version <= self._written_versions.get(d, 0):
+                return
+            try:
+                OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(contents.recovery)
+                OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(contents.starts)
+                if contents.high_watermarks is not None:
+                    OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
+                        contents.high_watermarks)
+            except OSError as e:
+                self.failures.report(d, "writing checkpoints", e)
+                raise KafkaStorageError(f"cannot write checkpoints in {d}: {e}") from e
+            self._written_versions[d] = contents.version
+
+
+@dataclass(frozen=True)
+class _CheckpointContents:
+    """One log dir's checkpoints as of a moment; versions order them."""
+
+    version: int
+    recovery: dict[TopicPartition, int]
+    starts: dict[TopicPartition, int]
+    high_watermarks: dict[TopicPartition, int] | None
 
 
 def _log_recovery(results: list[LoadResult], dirs: list[str], elapsed_ms: int) -> None:

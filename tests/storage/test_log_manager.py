@@ -159,3 +159,37 @@ def test_unclean_start_recovers_every_partition_concurrently(tmp_path: object, t
     ends = {tp: m.get_log(tp).log_end_offset for tp in tps}  # type: ignore[union-attr]
     assert ends == {tp: (87 if tp.partition == 5 else 90) for tp in tps}
     m.shutdown()
+
+
+def test_background_checkpoints_never_overwrite_a_newer_one(tmp_path: object) -> None:
+    """A periodic checkpoint taken before delete_records but written after it must not bring
+    the old log start offset back (a crash would then resurrect deleted records)."""
+    import threading
+    import uuid
+
+    from kbroker.common.topic_partition import TopicPartition
+    from kbroker.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
+    from kbroker.storage.log_config import LogConfig
+    from kbroker.storage.log_manager import LogManager
+    from kbroker.utils.time import MockTime
+    from tests.batches import values_batch
+
+    d = str(tmp_path)
+    m = LogManager([d], LogConfig(file_delete_delay_ms=0), MockTime())
+    m.startup()
+    tp = TopicPartition("t", 0)
+    lg = m.get_or_create_log(tp, uuid.uuid4())
+    for _ in range(10):
+        lg.append_as_leader(values_batch(2))
+    gate = threading.Event()
+    assert m._flusher is not None
+    m._flusher.submit(gate.wait, 30)  # the flush thread is busy: the next write waits
+    background = m.checkpoint_in_background()  # contents: log start 0
+    assert background is not None
+    assert m.checkpoint_in_background() is None  # one at a time
+    lg.delete_records(6)  # writes its own checkpoint at once: log start 6
+    gate.set()
+    background.result(timeout=30)
+    starts = OffsetCheckpointFile(f"{d}/{LOG_START_OFFSET_CHECKPOINT}").read()
+    assert starts[tp] == 6
+    m.shutdown()
