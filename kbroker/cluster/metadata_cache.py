@@ -131,7 +131,8 @@ class ZkMetadataCache:
         self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
         self._infos: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
-        self.topic_configs: dict[str, dict[str, str]] = {}  # kept by ConfigCache
+        self.topic_configs: dict[str, dict[str, str]] = {}  # kept by ZkBroker from ZooKeeper
+        self.ready = False  # the controller's first UpdateMetadata has come
 
     # -- ClusterView
     @property
@@ -178,6 +179,7 @@ class ZkMetadataCache:
     def update(self, controller_id: int, controller_epoch: int, brokers: list[BrokerNode],
                topics: list[tuple[str, uuid.UUID | None, list[PartitionMetadata]]]) -> list[str]:
         """Apply an UpdateMetadata; returns the topics it deleted."""
+        self.ready = True
         self._controller_id = controller_id
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
         self._brokers = {b.broker_id: b for b in brokers}

@@ -13,12 +13,16 @@ on and the request allows it (v4+ flag; always for v0-3), with `num.partitions`
 partitions (and `default.replication.factor` replicas in a cluster, where the answer
 is LEADER_NOT_AVAILABLE until the controller has elected leaders, as Kafka's);
 otherwise UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for an unknown id, v10+). A
-null topic list (v1+) or an empty one (v0) means all topics.
+null topic list (v1+) or an empty one (v0) means all topics. A cluster broker answers
+only once the controller has described the cluster to it (its first UpdateMetadata,
+waited for at most 10 s after a start).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import cast
 
 from kbroker.common.error_code import ErrorCode
@@ -42,9 +46,27 @@ Partition = MetadataResponse.MetadataResponsePartition
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
 CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12, 13))
 UNSET_OPERATIONS = -(2**31)
+READY_WAIT_S = 10.0
 
 
-def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
+    if ctx.broker.clustered and not ctx.broker.metadata_cache.ready:
+        return _when_ready(ctx, request)
+    return _answer(ctx, request)
+
+
+async def _when_ready(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    """A cluster broker that has not heard from the controller yet knows no brokers, no
+    controller and no topics: the answer waits (at most READY_WAIT_S) for the controller's
+    first UpdateMetadata instead of sending a client away with an empty cluster."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READY_WAIT_S
+    while not ctx.broker.metadata_cache.ready and loop.time() < deadline:
+        await ctx.broker.metadata_changed(deadline - loop.time())
+    return _answer(ctx, request)
+
+
+def _answer(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.api_version
     brokers = [
