@@ -387,6 +387,9 @@ ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {
         ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"),
         "socket buffer size: the kernel's defaults (and autotuning) apply"),
     "socket.listen.backlog.size": "accept queue length: kbroker listens with 1024",
+    "transaction.partition.verification.enable":
+        "partition leaders do not verify transactional Produce requests with the transaction "
+        "coordinator (KIP-890 part 1); the coordinator answers such verifications",
     "log.flush.scheduler.interval.ms": "the flush.ms check runs every second",
     "log.flush.start.offset.checkpoint.interval.ms":
         "log start offsets are checkpointed with the recovery points "

@@ -130,8 +130,12 @@ class TransactionMarkerChannel:
                 metadata.remove_partition(tp)
             elif leader >= 0:
                 by_leader.setdefault(leader, []).append(tp)
-        sends = [self._send(leader, tps, pending) for leader, tps in by_leader.items()]
-        results = await asyncio.gather(*sends)
+        # This broker's partitions first and directly: on a single broker the whole
+        # completion then runs in one step of the loop, before the producer's next request
+        # (which would otherwise find the transaction still completing).
+        local = by_leader.pop(self.node_id, None)
+        results = [] if local is None else [await self._send(self.node_id, local, pending)]
+        results += await asyncio.gather(*(self._send(leader, tps, pending) for leader, tps in by_leader.items()))
         if not self._current(pending):
             return True
         for errors in results:

@@ -114,6 +114,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn),
         _spec(ApiKey.END_TXN, 0, 4, end_txn),
         _spec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit),
+        _spec(ApiKey.WRITE_TXN_MARKERS, 0, 1, write_txn_markers),
         _spec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions),
         _spec(ApiKey.LIST_TRANSACTIONS, 0, 1, list_transactions),
         _spec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers),
@@ -135,9 +136,9 @@ API_TABLE: dict[int, ApiSpec] = {
 }
 
 # Cluster mode adds the APIs brokers send each other: the controller's LeaderAndIsr,
-# UpdateMetadata and StopReplica, ControlledShutdown and AlterPartition to it, and a
-# transaction coordinator's WriteTxnMarkers to partition leaders (a single broker writes
-# its markers itself).
+# UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
+# (WriteTxnMarkers, a coordinator's request to partition leaders, is in both tables, as
+# Kafka 3.9 advertises it: admin tools abort hanging transactions with it.)
 CLUSTER_API_TABLE: dict[int, ApiSpec] = {
     **API_TABLE,
     **{
@@ -148,7 +149,6 @@ CLUSTER_API_TABLE: dict[int, ApiSpec] = {
             _spec(ApiKey.UPDATE_METADATA, 0, 8, update_metadata),
             _spec(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, controlled_shutdown),
             _spec(ApiKey.ALTER_PARTITION, 0, 3, alter_partition),
-            _spec(ApiKey.WRITE_TXN_MARKERS, 0, 1, write_txn_markers),
         )
     },
 }
