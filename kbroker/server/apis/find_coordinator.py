@@ -45,8 +45,6 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         topic: InternalTopic = broker.offsets_topic
         ensure_created = topic.ensure_created
     elif key_type == TRANSACTION:
-        if not key:
-            return _error(key, ErrorCode.INVALID_REQUEST, "an empty transactional id")
         topic = broker.transaction_topic
         ensure_created = broker.ensure_transaction_topic
     else:
