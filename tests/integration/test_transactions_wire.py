@@ -21,6 +21,7 @@ from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
 from kbroker.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
+from .txn_support import wait_until
 from .wire import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -129,3 +130,20 @@ def test_transactional_offsets_wait_for_the_commit(kbroker_broker: Broker) -> No
         assert fetch(stable=True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
         assert end(c, "offsets", pid, epoch, True) == 0
         assert fetch(stable=True) == (42, 0)
+
+
+def test_idle_transactional_ids_expire(tmp_path: Any) -> None:
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs"),
+             "transactional.id.expiration.ms": "500",
+             "transaction.remove.expired.transaction.cleanup.interval.ms": "100"}
+    with Broker(props) as broker, WireClient(broker.bootstrap_servers) as c:
+        first = init(c, "short-lived")
+        assert first.error_code == 0
+
+        def gone() -> bool:
+            r = c.call(DescribeTransactionsRequest(transactional_ids=["short-lived"]), 0)
+            return bool(r.transaction_states[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND)
+
+        wait_until(gone, "the idle transactional id to expire")
+        again = init(c, "short-lived")  # a new producer id: the old one was forgotten
+        assert again.error_code == 0 and again.producer_id != first.producer_id and again.producer_epoch == 0
