@@ -188,8 +188,8 @@ class BrokerState:
         self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
         if self.clustered:
             self.group_coordinator.owned_partitions = set()
-            self.replica_manager.leadership_listeners.append(self._offsets_leadership)
             self.replica_manager.is_alive = lambda b: cache.broker(b) is not None
+            self.replica_manager.leadership_listeners.append(self._offsets_leadership)
             self.replica_manager.leadership_listeners.append(self._transaction_leadership)
             self.producer_id_manager = ZkProducerIdManager(config.node_id)
         else:

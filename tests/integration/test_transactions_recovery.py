@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC_NAME
 from kbroker.storage.log_config import LogConfig
-from kbroker.storage.log_manager import LogManager
+from kbroker.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from kbroker.utils.java_hash import java_abs, java_string_hash
 from kbroker.utils.time import SYSTEM_TIME
 
@@ -102,9 +102,10 @@ def truncate_last_batch(manager: LogManager, tp: TopicPartition) -> None:
 @pytest.mark.parametrize("commit", [True, False])
 def test_prepared_transaction_is_completed_after_restart(broker_factory: type[BrokerProcess],
                                                          commit: bool) -> None:
-    """The state a coordinator leaves when it dies after writing PrepareCommit (or
+    """The state a coordinator leaves when it is SIGKILLed after writing PrepareCommit (or
     PrepareAbort) and the marker of one partition, before the other's and before
-    CompleteCommit: made by cutting those records off the logs of a stopped broker."""
+    CompleteCommit: made by cutting those records off the logs of the killed broker
+    (which then starts as after a crash, recovering its logs)."""
     broker = broker_factory(OVERRIDES).start()
     bs = broker.bootstrap_servers
     create(bs, "prepared", partitions=2)
@@ -117,7 +118,7 @@ def test_prepared_transaction_is_completed_after_restart(broker_factory: type[Br
         p.commit_transaction(30)
     else:
         p.abort_transaction(30)
-    broker.stop()
+    broker.kill()
     manager = LogManager([str(broker.log_dir)], LogConfig(), SYSTEM_TIME)
     manager.startup()
     try:
@@ -126,6 +127,7 @@ def test_prepared_transaction_is_completed_after_restart(broker_factory: type[Br
         truncate_last_batch(manager, TopicPartition("prepared", 1))   # its marker never written
     finally:
         manager.shutdown()
+    os.unlink(broker.log_dir / CLEAN_SHUTDOWN_FILE)  # as the SIGKILL left it: recovery at start
     broker.overrides["listeners"] = f"PLAINTEXT://{bs}"
     broker.start()
     expected = ([b"p0"], [b"p1"]) if commit else ([], [])
