@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -38,9 +39,13 @@ from kbroker.coordinator.transaction_metadata import (
 from kbroker.coordinator.transaction_topic import TransactionTopic
 from kbroker.utils.time import Time
 
+if TYPE_CHECKING:
+    from kbroker.config import BrokerConfig
+
 log = logging.getLogger(__name__)
 
 E = ErrorCode
+TOMBSTONES_PER_BATCH = 500  # well below the partition's max.message.bytes
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,9 @@ class TransactionConfig:
     request_timeout_ms: int = 30000
 
     @classmethod
-    def from_broker_config(cls, c: object) -> TransactionConfig:
-        return cls(c.transactional_id_expiration_ms, c.transaction_max_timeout_ms,  # type: ignore[attr-defined]
-                   c.transaction_state_log_load_buffer_size, c.request_timeout_ms)  # type: ignore[attr-defined]
+    def from_broker_config(cls, c: BrokerConfig) -> TransactionConfig:
+        return cls(c.transactional_id_expiration_ms, c.transaction_max_timeout_ms,
+                   c.transaction_state_log_load_buffer_size, c.request_timeout_ms)
 
 
 @dataclass
@@ -211,21 +216,28 @@ class TransactionStateManager:
         now = self.time.milliseconds()
         removed = 0
         for partition, entry in list(self.caches.items()):
-            expired = [(m, m.prepare_dead()) for m in list(entry.metadata.values())
-                       if m.pending_state is None and m.state.expiration_allowed
-                       and m.txn_last_update_timestamp <= now - self.config.transactional_id_expiration_ms]
-            if not expired:
-                continue
-            code = await self._append(partition, [(transaction_log.key_to_bytes(m.transactional_id), None)
-                                                  for m, _ in expired], self.config.request_timeout_ms / 1000)
-            current = self.caches.get(partition)
-            for m, transit in expired:
-                if (code == E.NONE and current is entry and m.pending_state is DEAD
-                        and m.producer_epoch == transit.producer_epoch):
-                    entry.metadata.pop(m.transactional_id, None)
-                    removed += 1
-                else:
-                    m.pending_state = None
+            idle = [m for m in list(entry.metadata.values())
+                    if m.pending_state is None and m.state.expiration_allowed
+                    and m.txn_last_update_timestamp <= now - self.config.transactional_id_expiration_ms]
+            for start in range(0, len(idle), TOMBSTONES_PER_BATCH):
+                removed += await self._expire(partition, entry, idle[start:start + TOMBSTONES_PER_BATCH])
         if removed:
             log.info("removed %d expired transactional ids", removed)
+        return removed
+
+    async def _expire(self, partition: int, entry: TxnMetadataCacheEntry,
+                      idle: list[TransactionMetadata]) -> int:
+        """One batch of tombstones; the ids go once it is written (at the same epoch)."""
+        expired = [(m, m.prepare_dead()) for m in idle]
+        code = await self._append(partition, [(transaction_log.key_to_bytes(m.transactional_id), None)
+                                              for m, _ in expired], self.config.request_timeout_ms / 1000)
+        removed = 0
+        current = self.caches.get(partition)
+        for m, transit in expired:
+            if (code == E.NONE and current is entry and m.pending_state is DEAD
+                    and m.producer_epoch == transit.producer_epoch):
+                entry.metadata.pop(m.transactional_id, None)
+                removed += 1
+            else:
+                m.pending_state = None
         return removed
