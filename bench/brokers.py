@@ -187,9 +187,13 @@ class RunningBroker:
     """One started broker process: its port, data dir, PID and log file."""
 
     def __init__(self, spec: BrokerSpec, log_dir: Path, partitions: int = 1,
-                 data_dir: Path | None = None, port: int | None = None) -> None:
+                 data_dir: Path | None = None, port: int | None = None,
+                 own_session: bool = True) -> None:
         """`data_dir`/`port`: restart on an earlier run's data (take them over with
-        `keep_data()` on that run first)."""
+        `keep_data()` on that run first). `own_session=False` keeps the broker in this
+        session (a process group of its own all the same): with the kernel's
+        sched_autogroup, a session of its own is a scheduling group of its own, which
+        lengthens every client-broker round trip on a busy machine."""
         self.spec = spec
         self.port = port or free_port()
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix=f"kbroker-bench-{_slug(spec.name)}-"))
@@ -203,7 +207,7 @@ class RunningBroker:
         self.process = subprocess.Popen(
             ["/bin/sh", "-c", "exec " + command], cwd=spec.cwd, env=env,
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            **({"start_new_session": True} if own_session else {"process_group": 0}),
         )
         self.pid = self.process.pid
         self.started_at = time.monotonic()

@@ -54,6 +54,11 @@ from kbroker.config import BrokerConfig, ConfigError, Listener, broker_config
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
+from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
+from kbroker.coordinator.transaction_state_manager import TransactionConfig, TransactionStateManager
+from kbroker.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC_NAME, TransactionTopic
+from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMarkerChannel
+from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.storage.errors import KafkaStorageError
@@ -183,23 +188,28 @@ class BrokerState:
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic)
+        self.transaction_topic = TransactionTopic(self)
+        txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
+                                            self.transaction_topic)
+        self.marker_writer = MarkerWriter(self.replica_manager, self.group_coordinator, time,
+                                          config.request_timeout_ms / 1000)
+        markers = TransactionMarkerChannel(
+            txn_state, config.node_id, self.marker_writer, self._partition_leader,
+            endpoint_of=self._broker_endpoint if self.clustered else None,
+            metadata_changed=self.metadata_changed if self.clustered else None)
+        self.txn_coordinator = TransactionCoordinator(txn_state, markers, time, self._generate_producer_id)
         self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
         if self.clustered:
             self.group_coordinator.owned_partitions = set()
-            self.replica_manager.leadership_listeners.append(self._offsets_leadership)
             self.replica_manager.is_alive = lambda b: cache.broker(b) is not None
+            self.replica_manager.leadership_listeners.append(self._offsets_leadership)
+            self.replica_manager.leadership_listeners.append(self._transaction_leadership)
             self.producer_id_manager = ZkProducerIdManager(config.node_id)
         else:
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
         self._creating: set[str] = set()
         self._strays_checked = False
         self._metadata_waiters: list[asyncio.Future[None]] = []
-
-    @property
-    def offsets_topic_replication_factor(self) -> int:
-        """offsets.topic.replication.factor: 3 in a cluster unless set (Kafka's default); a
-        single broker has one replica of everything."""
-        return self.config.offsets_topic_replication_factor if self.clustered else 1
 
     async def connect_cluster(self) -> None:
         """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties."""
@@ -263,6 +273,49 @@ class BrokerState:
             if partition is None or not partition.is_leader:
                 self.group_coordinator.on_resigned(index)
 
+    def _transaction_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        """The transaction coordinator moves with the leadership of __transaction_state
+        partitions; a new leader epoch is a new coordinator epoch (the partition reloads)."""
+        coordinator = self.txn_coordinator
+        for p in leaders:
+            if p.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
+                index = p.topic_partition.partition
+                entry = coordinator.state.caches.get(index)
+                if entry is None or entry.coordinator_epoch != p.leader_epoch:
+                    coordinator.on_elected(index, p.leader_epoch)
+        for p in followers:
+            if p.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
+                coordinator.on_resigned(p.topic_partition.partition)
+        for index in list(coordinator.state.caches):
+            tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, index)
+            partition = self.replica_manager.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                coordinator.on_resigned(index)
+
+    def ensure_transaction_topic(self) -> bool:
+        """__transaction_state exists (or is being created: False); a single broker then
+        coordinates all its partitions."""
+        created = self.transaction_topic.ensure_created()
+        if created and not self.clustered:
+            for index in range(self.transaction_topic.num_partitions):
+                if not self.txn_coordinator.owns(index):
+                    self.txn_coordinator.on_elected(index, 0)
+        return created
+
+    def _partition_leader(self, tp: TopicPartition) -> int:
+        """The leader of a partition for the transaction markers (-2: it does not exist)."""
+        pm = self.cluster.partition(tp)
+        return NO_PARTITION if pm is None else pm.leader
+
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        return self.zk_broker.broker_endpoint(broker_id) if self.zk_broker is not None else None
+
+    async def _generate_producer_id(self) -> int:
+        ids = self.producer_id_manager
+        if isinstance(ids, ZkProducerIdManager):
+            return await ids.generate()
+        return ids.generate()
+
     # -- startup
 
     def startup(self) -> None:
@@ -272,6 +325,8 @@ class BrokerState:
         if self.registry is not None:
             self._reconcile_logs(self.registry)
         self.group_coordinator.startup()
+        if not self.clustered and self.transaction_topic.exists:
+            self.ensure_transaction_topic()
 
     def _reconcile_logs(self, registry: TopicRegistry) -> None:
         """Adopt partitions found on disk but missing from the registry; create missing logs."""
@@ -474,6 +529,7 @@ class BrokerState:
 
     def shutdown_logs(self) -> None:
         try:
+            self.txn_coordinator.shutdown()
             self.group_coordinator.shutdown()
             self.log_manager.shutdown()
         finally:
@@ -673,6 +729,12 @@ class Broker:
             asyncio.ensure_future(every(PRODUCER_ID_EXPIRATION_CHECK_S, lambda: expire_producers(
                 state.log_manager.all_logs().values(), self.time.milliseconds(),
                 state.config.producer_id_expiration_ms))),
+            asyncio.ensure_future(every(
+                self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
+                state.txn_coordinator.abort_timed_out_transactions)),
+            asyncio.ensure_future(every(
+                self.config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000,
+                state.txn_coordinator.remove_expired_transactional_ids)),
         ]
 
     async def _shutdown(self, state: BrokerState, server: Any) -> None:
@@ -685,6 +747,7 @@ class Broker:
             task.cancel()
         state.append_notifier.notify_all()
         state.group_coordinator.shutdown()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR
+        state.txn_coordinator.shutdown()  # markers in flight: completed after the restart
         await server.drain(SHUTDOWN_GRACE_SECONDS)
         server.close_all()
         await state.stop_cluster()

@@ -24,7 +24,7 @@ CONFIG_FILE (`log4j.logger.kafka.request.logger=DEBUG`) do the same, and the com
 line wins. `--trace FILE` writes the protocol trace (kbroker.server.protocol_trace),
 which `kbroker trace` reads (kbroker.tools.trace).
 
-Other subcommands (`topics`, `groups`, `cluster`, `perf`) register themselves in
+Other subcommands (`topics`, `groups`, `cluster`, `transactions`, `perf`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
 """
 
@@ -45,6 +45,7 @@ from kbroker.tools import cluster as cluster_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
 from kbroker.tools import trace as trace_cli
+from kbroker.tools import transactions as transactions_cli
 
 EXIT_CONFIG_ERROR = 2
 
@@ -168,6 +169,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "groups": (groups_cli.HELP, groups_cli.configure_parser, groups_cli.run),
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
     "cluster": (cluster_cli.HELP, cluster_cli.configure_parser, cluster_cli.run),
+    "transactions": (transactions_cli.HELP, transactions_cli.configure_parser, transactions_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
     "trace": (trace_cli.HELP, trace_cli.configure_parser, trace_cli.run),
 }

@@ -272,8 +272,15 @@ class BrokerConfig:
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
     offset_metadata_max_bytes: int
+    transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
+    transaction_state_log_segment_bytes: int
+    transaction_state_log_load_buffer_size: int
+    transaction_max_timeout_ms: int
+    transactional_id_expiration_ms: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
     producer_id_expiration_ms: int
     props: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 

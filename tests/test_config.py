@@ -252,9 +252,10 @@ def test_cluster_mode_keys_are_typed_attributes() -> None:
 
 def test_keys_read_by_nothing_are_unknown(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="kbroker.config"):
-        BrokerConfig.from_props({"transaction.max.timeout.ms": "1000", "socket.send.buffer.bytes": "1"})
+        BrokerConfig.from_props({"group.coordinator.rebalance.protocols": "classic",
+                                 "socket.send.buffer.bytes": "1"})
     warnings = [r.getMessage() for r in caplog.records]
-    assert warnings == ["unknown configuration transaction.max.timeout.ms ignored"]
+    assert warnings == ["unknown configuration group.coordinator.rebalance.protocols ignored"]
 
 
 def test_broker_synonyms_of_topic_keys_are_validated_as_the_topic_keys() -> None:

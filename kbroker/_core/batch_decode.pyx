@@ -45,11 +45,18 @@ As in records.pyx, the walk over batches and records runs without the GIL and
 returns a status (Status below); add_records raises once, at the Python
 boundary (raise_status: CorruptRecordError, OverflowError, MemoryError), and
 takes the GIL back only to inflate a compressed batch.
+
+read_committed: given the Fetch answer's aborted transactions [(producer_id,
+first_offset)], batches of a producer whose aborted transaction has begun are skipped
+until that producer's ABORT marker, as Kafka's consumer does (CompletedFetch): per
+batch, never per record.
 """
+
+import struct
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
 
@@ -69,11 +76,15 @@ from kbroker._core.records cimport (
     LOG_OVERHEAD,
     MAGIC_POS,
     MAX_TIMESTAMP_POS,
+    PRODUCER_ID_POS,
     RECORD_COUNT_POS,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    Record,
     kb_load_be16,
     kb_load_be32,
     kb_load_be64,
+    read_record,
     read_varlong,
 )
 
@@ -209,6 +220,12 @@ cdef struct Walk:
     int attributes
     int32_t count
     int64_t timestamp       # baseTimestamp, or maxTimestamp for LogAppendTime
+    # read_committed: the aborted transactions, (producer id, first offset) pairs in
+    # first-offset order, and the producers whose aborted transaction has begun
+    const int64_t *aborted
+    Py_ssize_t aborted_count
+    Py_ssize_t next_aborted
+    Buf aborted_producers   # int64 producer ids
 
 
 cdef int put_binary(Columns *c, const unsigned char **pp, const unsigned char *end, Buf *valid,
@@ -316,6 +333,50 @@ cdef int put_records(Columns *c, const unsigned char *p, Py_ssize_t n, Walk *w) 
     return ST_OK
 
 
+cdef bint is_abort_marker(const unsigned char *p, int64_t size) noexcept nogil:
+    """Whether the control batch of `size` bytes at p holds an ABORT marker (its record's
+    key: version int16 | type int16, 0 = ABORT)."""
+    cdef Record r
+    cdef const unsigned char *q = p + HEADER_SIZE
+    if (kb_load_be16(p + ATTRIBUTES_POS) & CODEC_MASK) != 0:
+        return False
+    if read_record(&q, p + size, &r) != 0 or r.key_length < 4:
+        return False
+    return <int16_t>kb_load_be16(r.key + 2) == 0
+
+
+cdef Py_ssize_t find_producer(const Buf *producers, int64_t producer_id) noexcept nogil:
+    cdef const int64_t *ids = <const int64_t *>producers.data
+    cdef Py_ssize_t i
+    for i in range(producers.size // <Py_ssize_t>sizeof(int64_t)):
+        if ids[i] == producer_id:
+            return i
+    return -1
+
+
+cdef int in_aborted_transaction(const unsigned char *p, Walk *w) noexcept nogil:
+    """read_committed, for w's batch at p: 1 when it belongs to an aborted transaction
+    (skip it), 0 otherwise, -1 out of memory. An ABORT marker ends its producer's."""
+    cdef int64_t producer_id = <int64_t>kb_load_be64(p + PRODUCER_ID_POS)
+    cdef int attributes = kb_load_be16(p + ATTRIBUTES_POS)
+    cdef Py_ssize_t i, n
+    if producer_id < 0:
+        return 0
+    while w.next_aborted < w.aborted_count and w.aborted[2 * w.next_aborted + 1] < w.batch_next:
+        if find_producer(&w.aborted_producers, w.aborted[2 * w.next_aborted]) < 0:
+            if buf_put(&w.aborted_producers, &w.aborted[2 * w.next_aborted], sizeof(int64_t)) != 0:
+                return -1
+        w.next_aborted += 1
+    i = find_producer(&w.aborted_producers, producer_id)
+    if attributes & CONTROL_BIT:
+        if i >= 0 and is_abort_marker(p, w.batch_size):
+            n = w.aborted_producers.size // <Py_ssize_t>sizeof(int64_t)
+            (<int64_t *>w.aborted_producers.data)[i] = (<int64_t *>w.aborted_producers.data)[n - 1]
+            w.aborted_producers.size -= sizeof(int64_t)
+        return 0
+    return 1 if (attributes & TRANSACTIONAL_BIT) and i >= 0 else 0
+
+
 cdef inline void batch_done(Walk *w) noexcept nogil:
     w.next_offset = w.batch_next if w.batch_next < w.end else w.end
 
@@ -339,6 +400,14 @@ cdef int put_batches(Columns *c, const unsigned char *buf, Py_ssize_t n, Walk *w
         w.base_offset = <int64_t>kb_load_be64(p)
         w.batch_next = w.base_offset + <int32_t>kb_load_be32(p + LAST_OFFSET_DELTA_POS) + 1
         w.position += w.batch_size
+        if w.aborted_count:
+            st = in_aborted_transaction(p, w)
+            if st < 0:
+                return ST_NO_MEMORY
+            if st:
+                if w.batch_next > w.start:
+                    batch_done(w)
+                continue
         if w.batch_next <= w.start:
             continue
         if w.check_crcs and crc32c_update(0, p + ATTRIBUTES_POS, w.batch_size - ATTRIBUTES_POS) \
@@ -463,14 +532,19 @@ cdef class ColumnarRecords:
         self.busy = True
         return 0
 
-    def add_records(self, records, int64_t start_offset, int64_t end_offset):
+    def add_records(self, records, int64_t start_offset, int64_t end_offset, aborted=None):
         """Append the records with start_offset <= offset < end_offset from `records`
         (whole v2 batches as fetched). Returns (next_offset, first_offset):
         next_offset is where the next Fetch starts (after the last complete batch,
         or end_offset when reached; start_offset when no complete batch was seen),
-        first_offset the offset of the first record appended (-1: none)."""
+        first_offset the offset of the first record appended (-1: none). `aborted`:
+        the aborted transactions of a read_committed Fetch, [(producer_id, first_offset)]."""
         cdef Py_buffer view
         cdef Walk w
+        cdef bytes pairs = b""
+        if aborted:
+            ordered = sorted(aborted, key=lambda t: t[1])
+            pairs = struct.pack(f"={2 * len(ordered)}q", *(v for t in ordered for v in t))
         self._enter()
         try:
             PyObject_GetBuffer(records, &view, PyBUF_ANY_CONTIGUOUS)
@@ -481,10 +555,13 @@ cdef class ColumnarRecords:
                 w.check_crcs = self.check_crcs
                 w.next_offset = start_offset
                 w.first = -1
+                w.aborted = <const int64_t *>PyBytes_AS_STRING(pairs)
+                w.aborted_count = PyBytes_GET_SIZE(pairs) // (2 * <Py_ssize_t>sizeof(int64_t))
                 self._add(records, <const unsigned char *>view.buf, view.len, &w)
                 return w.next_offset, w.first
             finally:
                 PyBuffer_Release(&view)
+                free(w.aborted_producers.data)
         finally:
             self.busy = False
 

@@ -20,6 +20,7 @@ class BatchesInfo:
     producer_id: int
     producer_epoch: int
     base_sequence: int
+    producer_batches: int
     valid_bytes: int
     @property
     def compressed(self) -> bool: ...
@@ -38,6 +39,7 @@ class SegmentScan:
     offset_index_entries: bytes
     time_index_entries: bytes
     epoch_starts: list[tuple[int, int]]
+    producer_batches: int
     error: str | None
 
 _Buffer = bytes | bytearray | memoryview
@@ -84,3 +86,12 @@ def read_batch_header(
 def decode_records(
     section: object, count: int
 ) -> list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]: ...
+
+# (base_offset, last_offset_delta, producer_id, producer_epoch, base_sequence, max_timestamp,
+#  attributes, control_type, coordinator_epoch)
+ProducerBatchTuple = tuple[int, int, int, int, int, int, int, int, int]
+
+def producer_batches(buf: object) -> list[ProducerBatchTuple]: ...
+def read_producer_batches(
+    fd: int, start_position: int, end_position: int, start_offset: int, end_offset: int
+) -> list[ProducerBatchTuple]: ...

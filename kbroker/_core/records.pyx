@@ -212,6 +212,7 @@ cdef struct Summary:
     int64_t producer_id
     int16_t producer_epoch
     int32_t base_sequence
+    int32_t producer_batches          # batches with a producer id (idempotent, transactional, control)
     int64_t error_position
 
 
@@ -266,6 +267,8 @@ cdef int validate_one(const unsigned char *p, int64_t avail, const ValidateArgs 
     if max_ts > s.max_timestamp:
         s.max_timestamp = max_ts
         s.offset_of_max_timestamp = s.offset_count + max_delta
+    if h.producer_id >= 0:
+        s.producer_batches += 1
     s.batch_count += 1
     s.record_count += h.record_count
     s.offset_count += <int64_t>h.last_offset_delta + 1
@@ -288,6 +291,7 @@ cdef int validate_all(const unsigned char *buf, int64_t n, const ValidateArgs *a
     s.producer_id = -1
     s.producer_epoch = -1
     s.base_sequence = -1
+    s.producer_batches = 0
     while pos < n:
         st = validate_one(buf + pos, n - pos, a, s)
         if st != ST_OK:
@@ -310,6 +314,7 @@ cdef class BatchesInfo:
     cdef readonly long long producer_id
     cdef readonly int producer_epoch
     cdef readonly int base_sequence
+    cdef readonly int producer_batches
     cdef readonly long long valid_bytes
 
     @property
@@ -365,6 +370,7 @@ def validate_batches(const unsigned char[::1] buf, long long max_message_bytes=0
     info.producer_id = s.producer_id
     info.producer_epoch = s.producer_epoch
     info.base_sequence = s.base_sequence
+    info.producer_batches = s.producer_batches
     info.valid_bytes = n
     return info
 
@@ -436,6 +442,7 @@ cdef struct Scan:
     int64_t offset_of_max_timestamp
     int32_t epoch
     int32_t batch_count
+    int32_t producer_batches            # batches with a producer id
     # what it found (outputs)
     Buf offset_index
     Buf time_index
@@ -486,6 +493,8 @@ cdef int scan_batch(const unsigned char *p, int64_t avail, Scan *s) noexcept nog
         e.start_offset = h.base_offset
         if buf_put(&s.epoch_starts, &e, sizeof(e)) != 0:
             return ST_NO_MEMORY
+    if h.producer_id >= 0:
+        s.producer_batches += 1
     s.next_offset = last_offset + 1
     s.batch_count += 1
     s.position += <int64_t>h.batch_length + LOG_OVERHEAD
@@ -514,6 +523,7 @@ cdef class SegmentScan:
     cdef readonly bytes offset_index_entries
     cdef readonly bytes time_index_entries
     cdef readonly list epoch_starts
+    cdef readonly int producer_batches
     cdef readonly object error
 
     def __repr__(self):
@@ -527,6 +537,7 @@ cdef SegmentScan scan_result(const Scan *s, int st):
     cdef Py_ssize_t i
     r.valid_bytes = s.position
     r.batch_count = s.batch_count
+    r.producer_batches = s.producer_batches
     r.next_offset = s.next_offset
     r.max_timestamp = s.max_timestamp
     r.offset_of_max_timestamp = s.offset_of_max_timestamp
@@ -772,6 +783,108 @@ def assign_offsets_pieces(buf, long long base_offset, int partition_leader_epoch
     if pos != n:
         raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "payload not validated", pos)
     return pieces, next_offset - 1
+
+
+# ---------------------------------------------------------------------------------------
+# Producer batches: what producer state and transactions need of a batch, for the batches
+# that carry a producer id only (a non-idempotent log yields nothing, at header-walk cost).
+#
+# A control batch (COMMIT/ABORT marker) holds one uncompressed record:
+#     key:   version int16 | type int16 (0 ABORT, 1 COMMIT; Kafka's ControlRecordType)
+#     value: version int16 | coordinator_epoch int32 (Kafka's EndTransactionMarker)
+
+cdef enum:
+    CONTROL_UNPARSEABLE = -2   # a control batch whose record cannot be read
+    CONTROL_NONE = -1          # not a control batch
+
+
+cdef void read_control(const unsigned char *p, int64_t size, int32_t *control_type,
+                       int32_t *coordinator_epoch) noexcept nogil:
+    """The type and coordinator epoch of the control batch of `size` bytes at p."""
+    cdef Record r
+    cdef const unsigned char *q = p + HEADER_SIZE
+    control_type[0] = CONTROL_UNPARSEABLE
+    coordinator_epoch[0] = -1
+    if (p[ATTRIBUTES_POS + 1] & CODEC_MASK) != 0 or size <= HEADER_SIZE:
+        return
+    if read_record(&q, p + size, &r) != 0 or r.key_length < 4:
+        return
+    if <int16_t>kb_load_be16(r.key) < 0:
+        return
+    control_type[0] = <int16_t>kb_load_be16(r.key + 2)
+    if r.value_length >= 6 and <int16_t>kb_load_be16(r.value) >= 0:
+        coordinator_epoch[0] = <int32_t>kb_load_be32(r.value + 2)
+
+
+cdef tuple producer_batch(const Header *h, int32_t control_type, int32_t coordinator_epoch):
+    return (h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch,
+            h.base_sequence, h.max_timestamp, h.attributes, control_type, coordinator_epoch)
+
+
+def producer_batches(const unsigned char[::1] buf):
+    """(base_offset, last_offset_delta, producer_id, producer_epoch, base_sequence,
+    max_timestamp, attributes, control_type, coordinator_epoch) of each batch of `buf`
+    (whole batches, validated) that carries a producer id; control_type is -1 for a data
+    batch, -2 for a control batch whose record cannot be read."""
+    cdef int64_t n = buf.shape[0]
+    cdef int64_t pos = 0, size
+    cdef const unsigned char *p
+    cdef Header h
+    cdef int32_t control_type, coordinator_epoch
+    cdef list out = []
+    while pos + HEADER_SIZE <= n:
+        p = &buf[0] + pos
+        read_header(p, &h)
+        size = <int64_t>h.batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > n:
+            break
+        if h.producer_id >= 0:
+            control_type, coordinator_epoch = CONTROL_NONE, -1
+            if h.attributes & CONTROL_BIT:
+                read_control(p, size, &control_type, &coordinator_epoch)
+            out.append(producer_batch(&h, control_type, coordinator_epoch))
+        pos += size
+    return out
+
+
+def read_producer_batches(int fd, long long start_position, long long end_position,
+                          long long start_offset, long long end_offset):
+    """producer_batches of a segment file: the batches from start_position (whose last
+    offset >= start_offset) to end_position or the first batch at or above end_offset.
+    Reads headers through a read-ahead buffer, and the record of each control batch."""
+    cdef Cursor c
+    cdef const unsigned char *p
+    cdef unsigned char control[256]
+    cdef int64_t pos = start_position, size
+    cdef Header h
+    cdef int32_t control_type, coordinator_epoch
+    cdef ssize_t got
+    cdef list out = []
+    c.fd = fd
+    c.buf_pos = 0
+    c.buf_len = 0
+    while pos < end_position:
+        with nogil:
+            p = cursor_header(&c, pos, end_position)
+        if p == NULL:
+            break
+        read_header(p, &h)
+        size = <int64_t>h.batch_length + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > end_position or h.base_offset >= end_offset:
+            break
+        if h.producer_id >= 0 and h.base_offset + h.last_offset_delta >= start_offset:
+            control_type, coordinator_epoch = CONTROL_NONE, -1
+            if h.attributes & CONTROL_BIT:
+                if size <= <int64_t>sizeof(control):
+                    with nogil:
+                        got = pread(fd, control, size, pos)
+                    if got == size:
+                        read_control(control, size, &control_type, &coordinator_epoch)
+                else:
+                    control_type = CONTROL_UNPARSEABLE
+            out.append(producer_batch(&h, control_type, coordinator_epoch))
+        pos += size
+    return out
 
 
 # ---------------------------------------------------------------------------------------

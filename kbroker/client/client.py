@@ -95,6 +95,9 @@ class FetchedPartition:
     high_watermark: int
     log_start_offset: int
     records: Any  # memoryview into the response (None: no records)
+    last_stable_offset: int = -1
+    # read_committed: the aborted transactions overlapping `records`, (producer id, first offset)
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class KafkaClient:
@@ -309,7 +312,9 @@ class KafkaClient:
             raise KafkaClientError(f"Fetch: {error_name(response.error_code)}",
                                    response.error_code)
         return {TopicPartition(t.topic, p.partition_index): FetchedPartition(
-                    p.error_code, p.high_watermark, p.log_start_offset, p.records)
+                    p.error_code, p.high_watermark, p.log_start_offset, p.records, p.last_stable_offset,
+                    None if p.aborted_transactions is None else
+                    [(a.producer_id, a.first_offset) for a in p.aborted_transactions])
                 for t in response.responses for p in t.partitions}
 
     def leader_for(self, tp: TopicPartition) -> int:

@@ -39,6 +39,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.log import Log
+from kbroker.storage.producer_state import AppendOrigin
 from kbroker.storage.values import LogAppendInfo
 
 log = logging.getLogger(__name__)
@@ -211,14 +212,15 @@ class Partition:
 
     # -- leader: appends and acks=all ----------------------------------------------------
     def append_records_to_leader(self, records: bytes | bytearray | memoryview, acks: int,
-                                 min_insync_replicas: int) -> LogAppendInfo:
+                                 min_insync_replicas: int,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         plog = self.check_leader()
         isr = len(self.state.isr)
         if acks == -1 and isr < min_insync_replicas:
             raise KafkaError(
                 f"the in-sync replicas of {self.topic_partition} ({isr}) are fewer than "
                 f"min.insync.replicas ({min_insync_replicas})", ErrorCode.NOT_ENOUGH_REPLICAS)
-        info = plog.append_as_leader(records, leader_epoch=self.state.leader_epoch)
+        info = plog.append_as_leader(records, leader_epoch=self.state.leader_epoch, origin=origin)
         if not plog.auto_high_watermark:
             self.maybe_increment_high_watermark()
         if self._on_change is not None:

@@ -308,10 +308,31 @@ _COORDINATORS = (
          "How often expired offsets are removed."),
     _key("offset.metadata.max.bytes", INT, 4096, at_least(0),
          "The longest metadata string an offset commit may carry."),
+    _key("transaction.state.log.num.partitions", INT, 50, at_least(1),
+         "The partition count of __transaction_state (fixed once it exists)."),
     _key("transaction.state.log.replication.factor", SHORT, 3, at_least(1),
-         "The replication factor of __transaction_state (cluster mode)."),
+         "The replication factor of __transaction_state (cluster mode; a single broker "
+         "keeps one replica)."),
     _key("transaction.state.log.min.isr", INT, 2, at_least(1),
          "min.insync.replicas of __transaction_state (cluster mode)."),
+    _key("transaction.state.log.segment.bytes", INT, 104857600, at_least(1),
+         "segment.bytes of __transaction_state."),
+    _key("transaction.state.log.load.buffer.size", INT, 5242880, at_least(1),
+         "How many bytes of __transaction_state are read at a time when a transaction "
+         "coordinator loads a partition."),
+    _key("transaction.max.timeout.ms", INT, 900000, at_least(1),
+         "The longest transaction.timeout.ms a producer may ask for in InitProducerId "
+         "(INVALID_TRANSACTION_TIMEOUT above it): a long timeout would stall read_committed "
+         "consumers behind an abandoned transaction."),
+    _key("transactional.id.expiration.ms", INT, 604800000, at_least(1),
+         "How long a transactional id without a transaction in progress is kept after its "
+         "last state change before the coordinator forgets it (and its producer id)."),
+    _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000, at_least(1),
+         "How often the transaction coordinator aborts transactions older than their "
+         "transaction.timeout.ms."),
+    _key("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000, at_least(1),
+         "How often the transaction coordinator removes transactional ids that passed "
+         "transactional.id.expiration.ms."),
     _key("producer.id.expiration.ms", INT, 86400000, at_least(1),
          "How long an idempotent producer's state outlives its last write.", CLUSTER_WIDE),
 )
@@ -366,6 +387,9 @@ ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {
         ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"),
         "socket buffer size: the kernel's defaults (and autotuning) apply"),
     "socket.listen.backlog.size": "accept queue length: kbroker listens with 1024",
+    "transaction.partition.verification.enable":
+        "partition leaders do not verify transactional Produce requests with the transaction "
+        "coordinator (KIP-890 part 1); the coordinator answers such verifications",
     "log.flush.scheduler.interval.ms": "the flush.ms check runs every second",
     "log.flush.start.offset.checkpoint.interval.ms":
         "log start offsets are checkpointed with the recovery points "

@@ -551,6 +551,11 @@ class GroupCoordinator:
                 err = self._check_commit(group, member_id, group_instance_id, generation_id)
         if err != E.NONE or group is None:
             return {tp: err for tp in offsets}
+        return self._store_offsets(group, offsets)
+
+    def _store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                       producer_id: int = -1, producer_epoch: int = -1) -> dict[tuple[str, int], int]:
+        """Write the offsets whose metadata fits offset.metadata.max.bytes; an error each."""
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -558,10 +563,62 @@ class GroupCoordinator:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = om
-        code = self._write(group_id, "storing offsets", lambda: self.manager.store_offsets(group, valid))
+        what = "storing offsets" if producer_id < 0 else "storing transactional offsets"
+        code = self._write(group.group_id, what,
+                           lambda: self.manager.store_offsets(group, valid, producer_id, producer_epoch))
         for tp in valid:
             results[tp] = code
         return results
+
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           group_instance_id: str | None, generation_id: int,
+                           offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: the offsets are written in a transactional batch of the producer
+        and stay pending until its transaction's marker (on_transaction_completed). Member
+        and generation are checked only when given (KIP-447; older clients send none)."""
+        err = self._check_group_id(group_id)
+        group = self.groups.get(group_id)
+        if err == E.NONE:
+            if group is None:
+                group = self.groups[group_id] = GroupMetadata(group_id, self.now())
+            err = self._check_txn_commit(group, member_id, group_instance_id, generation_id)
+        if err != E.NONE or group is None:
+            return {tp: err for tp in offsets}
+        return self._store_offsets(group, offsets, producer_id, producer_epoch)
+
+    def _check_txn_commit(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                          generation_id: int) -> int:
+        """Kafka's validateOffsetCommit for a transactional commit."""
+        if group.is_(DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID and instance_id is None:
+            return E.NONE
+        if instance_id is not None:
+            if group.static_member_id(instance_id) is None:
+                return E.UNKNOWN_MEMBER_ID
+            if group.is_fenced(member_id, instance_id):
+                return E.FENCED_INSTANCE_ID
+        elif member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        return E.NONE
+
+    def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """A marker of `producer_id`'s transaction was written to these __consumer_offsets
+        partitions: its pending offsets of their groups become committed (or go)."""
+        wanted = set(partitions)
+        for group in self.groups.values():
+            if producer_id in group.pending_txn_offsets and self.store.partition_for(group.group_id) in wanted:
+                group.complete_pending_txn_offsets(producer_id, commit)
+
+    def unstable_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of the group with an offset committed in a transaction in progress
+        (OffsetFetch require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     def _write(self, group_id: str, what: str, write: Callable[[], object]) -> int:
         """Run a write to __consumer_offsets; the error the client gets if it fails."""
@@ -681,4 +738,7 @@ def store_error(error: BaseException) -> int:
         return E.NOT_COORDINATOR  # the client finds the coordinator again
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
         return E.INVALID_COMMIT_OFFSET_SIZE
+    if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED, E.INVALID_TXN_STATE,
+                E.TRANSACTION_COORDINATOR_FENCED):
+        return code  # a transactional commit of a fenced producer: it must know
     return E.COORDINATOR_NOT_AVAILABLE

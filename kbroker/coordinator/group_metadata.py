@@ -8,6 +8,12 @@ States and the transitions the coordinator makes (Kafka's classic GroupCoordinat
     PreparingRebalance --no member left--> Empty
     any --DeleteGroups / all offsets expired while Empty--> Dead
 
+Offsets committed in a transaction (TxnOffsetCommit) wait in `pending_txn_offsets`, per
+producer id, until the transaction's marker: a COMMIT makes them the committed offsets
+(unless a later plain commit of the same partition was written after them, as Kafka's
+"olderThan"), an ABORT drops them. `record_offset` is where an offset's batch lies in
+__consumer_offsets, which orders them.
+
 Lock: the broker's event-loop thread only. Invariants: `leader_id` is a member
 (or None when there are none); a static member's `group_instance_id` maps to its
 current member id in `static_members`; Empty means no members.
@@ -38,6 +44,7 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1
+    record_offset: int = -1  # the base offset of its batch in __consumer_offsets
 
 
 JoinCallback = Callable[["JoinResult"], None]
@@ -121,6 +128,8 @@ class GroupMetadata:
         self.static_members: dict[str, str] = {}
         self.pending_members: dict[str, Timer | None] = {}
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # producer id -> offsets committed in its transaction in progress
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.new_member_added = False
         self.join_timer: Timer | None = None
         self.join_deadline_ms = 0
@@ -140,6 +149,24 @@ class GroupMetadata:
     @property
     def is_empty(self) -> bool:
         return not self.members
+
+    # -- transactional offsets
+    def complete_pending_txn_offsets(self, producer_id: int, commit: bool) -> None:
+        """The transaction of `producer_id` ended: its offsets become the committed ones
+        (a commit, unless a later plain commit was written after them) or go (an abort)."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not commit or not pending:
+            return
+        for tp, om in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or current.record_offset < om.record_offset:
+                self.offsets[tp] = om
+
+    def has_pending_txn_offsets(self, tp: tuple[str, int] | None = None) -> bool:
+        """Whether a transaction in progress committed an offset (of `tp`, when given)."""
+        if tp is None:
+            return bool(self.pending_txn_offsets)
+        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
 
     # -- members
     def add(self, member: MemberMetadata) -> None:

@@ -8,6 +8,11 @@ compacted topic is read. Offsets of Empty groups expire `offsets.retention.minut
 after the group became Empty (KIP-211); an offset with an explicit expire
 timestamp (OffsetCommit v2-4 retention_time_ms) expires then.
 
+Transactional offset commits are written as a transactional batch of the producer and
+held as the group's pending offsets until the transaction ends; replaying the topic
+keeps them per producer until its COMMIT (they apply) or ABORT marker (they go), and
+those still open at the end stay pending, as Kafka's loadGroupsAndOffsets.
+
 Lock: the broker's event-loop thread only.
 """
 
@@ -24,43 +29,55 @@ from kbroker.coordinator.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
+from kbroker.coordinator.internal_topic import StoredRecord
+from kbroker.records import control_record
+from kbroker.records.batch_header import CONTROL_NONE
 
 log = logging.getLogger(__name__)
 
 
 class GroupStore(Protocol):
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None: ...
+    @property
+    def num_partitions(self) -> int: ...
 
-    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]: ...
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+               producer_id: int = -1, producer_epoch: int = -1) -> int: ...
 
-    def read_partition(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...
+    def read_partition(self, partition: int) -> Iterator[StoredRecord]: ...
 
     def partition_for(self, group_id: str) -> int: ...
 
 
 class MemoryGroupStore:
-    """A GroupStore in a list (unit tests)."""
+    """A GroupStore in a list, one partition (unit tests)."""
+
+    num_partitions = 1
 
     def __init__(self) -> None:
-        self.records: list[tuple[str, bytes, bytes | None]] = []
+        self.records: list[StoredRecord] = []
         self.fail: bool | BaseException = False  # True: an OSError; or the error to raise
 
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
         if isinstance(self.fail, BaseException):
             raise self.fail
         if self.fail:
             raise OSError("store failure (test)")
-        self.records.extend((group_id, k, v) for k, v in records)
+        base = len(self.records)
+        self.records.extend(StoredRecord(k, v, base + i, producer_id, producer_id >= 0)
+                            for i, (k, v) in enumerate(records))
+        return base
 
-    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
-        for _, k, v in self.records:
-            yield k, v
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        """A marker, as the transaction coordinator has the partition leader write it."""
+        kind = control_record.COMMIT if commit else control_record.ABORT
+        self.records.append(StoredRecord(None, None, len(self.records), producer_id, True, kind))
 
     def partition_for(self, group_id: str) -> int:
         return 0
 
-    def read_partition(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        return self.read_all()
+    def read_partition(self, partition: int) -> Iterator[StoredRecord]:
+        return iter(list(self.records))
 
 
 def _offset_key(group_id: str, tp: tuple[str, int]) -> bytes:
@@ -74,14 +91,22 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
 
     # -- writes
-    def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+    def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                      producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Write offsets; with a producer id they are a transaction's, pending until its
+        marker (group.pending_txn_offsets), else committed now."""
         records: list[tuple[bytes, bytes | None]] = []
         for tp, om in offsets.items():
             value = gr.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata,
                                          om.commit_timestamp, om.expire_timestamp)
             records.append((_offset_key(group.group_id, tp), gr.encode_offset_value(value)))
-        self.store.append(group.group_id, records)
-        group.offsets.update(offsets)
+        base = self.store.append(group.group_id, records, producer_id, producer_epoch)
+        for om in offsets.values():
+            om.record_offset = base
+        if producer_id >= 0:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        else:
+            group.offsets.update(offsets)
 
     def store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> None:
         """Persist the group's generation, protocol, leader and members (with `assignments`)."""
@@ -122,14 +147,16 @@ class GroupMetadataManager:
         """Drop expired offsets; remove Empty groups left with none. Returns offsets removed."""
         removed = 0
         for group in list(self.groups.values()):
-            doomed = [tp for tp, om in group.offsets.items() if self._expired(group, om, now_ms)]
+            doomed = [tp for tp, om in group.offsets.items()
+                      if self._expired(group, om, now_ms) and not group.has_pending_txn_offsets(tp)]
             if doomed:
                 try:
                     removed += len(self.delete_offsets(group, doomed))
                 except Exception:
                     log.exception("expiring offsets of group %s failed", group.group_id)
                     continue
-            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+            if (group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members
+                    and not group.has_pending_txn_offsets()):
                 try:
                     self.delete_group(group, now_ms)
                 except Exception:
@@ -145,37 +172,26 @@ class GroupMetadataManager:
         return reference + self.retention_ms <= now_ms
 
     # -- load
-    def load(self, now_ms: int,
-             records: Iterable[tuple[bytes, bytes | None]] | None = None) -> list[GroupMetadata]:
+    def load(self, now_ms: int, records: Iterable[StoredRecord] | None = None) -> list[GroupMetadata]:
         """Replay the store (or `records`, one partition's) into memory; returns the groups
         that have members."""
+        partitions = ([records] if records is not None else
+                      (self.store.read_partition(p) for p in range(self.store.num_partitions)))
         offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]] = {}
         values: dict[str, gr.GroupMetadataValue | None] = {}
+        pending: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         count = 0
-        for key_bytes, value_bytes in (self.store.read_all() if records is None else records):
-            count += 1
-            try:
-                key = gr.decode_key(key_bytes)
-                if isinstance(key, gr.OffsetCommitKey):
-                    tp = (key.topic, key.partition)
-                    if value_bytes is None:
-                        offsets.setdefault(key.group, {})[tp] = None
-                    else:
-                        v = gr.decode_offset_value(value_bytes)
-                        offsets.setdefault(key.group, {})[tp] = OffsetAndMetadata(
-                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
-                else:
-                    values[key.group] = None if value_bytes is None else gr.decode_group_value(value_bytes)
-            except (ValueError, IndexError) as e:
-                log.warning("skipping an unreadable %s record: %s", "__consumer_offsets", e)
+        for partition_records in partitions:
+            count += self._replay(partition_records, offsets, values, pending)
         with_members = []
-        for group_id in set(offsets) | set(values):
+        for group_id in set(offsets) | set(values) | set(pending):
             group_offsets = {tp: om for tp, om in offsets.get(group_id, {}).items() if om is not None}
             value = values.get(group_id)
-            if value is None and not group_offsets:
+            if value is None and not group_offsets and not pending.get(group_id):
                 continue
             group = GroupMetadata(group_id, now_ms)
             group.offsets = group_offsets
+            group.pending_txn_offsets = pending.get(group_id, {})
             if value is not None:
                 _restore(group, value, now_ms)
             else:  # offsets only (simple commits): retention counts from each commit
@@ -185,6 +201,46 @@ class GroupMetadataManager:
                 with_members.append(group)
         log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
         return with_members
+
+    def _replay(self, records: Iterable[StoredRecord],
+                offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata | None]],
+                values: dict[str, gr.GroupMetadataValue | None],
+                pending: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]]) -> int:
+        """One partition's records, in log order; transactional offsets wait for their
+        producer's marker (per partition, as markers are). Returns how many were read."""
+        open_txns: dict[int, list[tuple[str, tuple[str, int], OffsetAndMetadata]]] = {}
+        count = 0
+        for rec in records:
+            count += 1
+            if rec.control_type != CONTROL_NONE:
+                done = open_txns.pop(rec.producer_id, [])
+                for group_id, txn_tp, txn_om in done:
+                    pending.get(group_id, {}).pop(rec.producer_id, None)
+                    if rec.control_type == control_record.COMMIT:
+                        current = offsets.setdefault(group_id, {}).get(txn_tp)
+                        if current is None or current.record_offset < txn_om.record_offset:
+                            offsets[group_id][txn_tp] = txn_om
+                continue
+            try:
+                key = gr.decode_key(rec.key or b"")
+                if isinstance(key, gr.OffsetCommitKey):
+                    tp = (key.topic, key.partition)
+                    om = None if rec.value is None else _offset(gr.decode_offset_value(rec.value), rec.offset)
+                    if rec.transactional and rec.producer_id >= 0 and om is not None:
+                        open_txns.setdefault(rec.producer_id, []).append((key.group, tp, om))
+                        pending.setdefault(key.group, {}).setdefault(rec.producer_id, {})[tp] = om
+                    else:
+                        offsets.setdefault(key.group, {})[tp] = om
+                else:
+                    values[key.group] = None if rec.value is None else gr.decode_group_value(rec.value)
+            except (ValueError, IndexError) as e:
+                log.warning("skipping an unreadable %s record: %s", "__consumer_offsets", e)
+        return count
+
+
+def _offset(v: gr.OffsetCommitValue, record_offset: int) -> OffsetAndMetadata:
+    return OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp,
+                             record_offset)
 
 
 def _restore(group: GroupMetadata, value: gr.GroupMetadataValue, now_ms: int) -> None:

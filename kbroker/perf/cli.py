@@ -79,6 +79,11 @@ def _add_options(p: argparse.ArgumentParser) -> None:
                    help="consumers stop after this long without records (default 10)")
     p.add_argument("-X", dest="client_config", action="append", default=[], metavar="KEY=VALUE",
                    help="extra librdkafka property (repeatable)")
+    p.add_argument("--transactional", action="store_true",
+                   help="produce in transactions (a transactional id per producer process; "
+                        "acks=all, idempotent); the summary adds the EndTxn round trip")
+    p.add_argument("--records-per-transaction", type=int, default=1000, metavar="N",
+                   help="records per transaction with --transactional (default 1000)")
     p.add_argument("--json", metavar="OUT", help="also write the summary as JSON to OUT")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -101,7 +106,8 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
         latency_sample_every=args.latency_sample_every,
         report_interval_s=args.reporting_interval, timeout_s=args.timeout,
         idle_timeout_s=args.idle_timeout, json_path=args.json, quiet=args.quiet,
-        client_config=extra,
+        client_config=extra, transactional=args.transactional,
+        records_per_transaction=args.records_per_transaction,
     )
 
 

@@ -15,7 +15,8 @@ class PerfOptions:
     `throughput` is records per second summed over all producer processes; a
     value <= 0 means as fast as possible. `partitions` > 0 creates the topic if
     it is missing. `client_config` holds extra librdkafka properties (`-X k=v`)
-    that win over the tool's defaults.
+    that win over the tool's defaults. `transactional` producers write in
+    transactions of `records_per_transaction` records (acks=all, idempotent).
     """
 
     bootstrap_server: str
@@ -40,6 +41,8 @@ class PerfOptions:
     json_path: str | None = None
     quiet: bool = False
     client_config: dict[str, str] = field(default_factory=dict)
+    transactional: bool = False
+    records_per_transaction: int = 1000
 
     def __post_init__(self) -> None:
         if self.num_records <= 0:
@@ -56,6 +59,8 @@ class PerfOptions:
             raise ValueError("--random-pool must be at least 1")
         if self.batch_size < 1 or self.linger_ms < 0:
             raise ValueError("--batch-size must be positive and --linger-ms not negative")
+        if self.records_per_transaction < 1:
+            raise ValueError("--records-per-transaction must be at least 1")
 
     def sample_every(self) -> int:
         """Every how many records a producer asks for a delivery report (latency sample).

@@ -8,12 +8,20 @@ cost one C call each. After the run the parent also reports how far the high
 watermarks moved (`high_watermark_delta`), a cross-check on records lost
 without a report - as far as the broker reports watermarks truthfully (Tansu
 0.6 reports the last batch's base offset + 1, so it undercounts there).
+
+`--transactional`: each process is a transactional producer (transactional.id
+`kbroker-perf-<run>-<process>`, acks=all, idempotent) that writes
+`records_per_transaction` records per transaction. Before each commit it waits for
+its records' acknowledgements (flush), so that the time commit_transaction takes is
+the EndTxn round trip, reported as `end_txn` latencies (a transaction's records and
+its commit are otherwise serial, as in Kafka's own producer).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
@@ -32,6 +40,7 @@ class ProduceTask:
     options: PerfOptions
     num_records: int
     rate: float  # records/s for this process; <= 0 is unthrottled
+    transactional_id: str | None = None
 
 
 def producer_config(options: PerfOptions) -> dict[str, Any]:
@@ -47,6 +56,8 @@ def producer_config(options: PerfOptions) -> dict[str, Any]:
         "enable.idempotence": "false",
         "max.in.flight.requests.per.connection": 5,
     })
+    if options.transactional:
+        config.update({"acks": "all", "enable.idempotence": "true"})
     config.update(options.client_config)
     return config
 
@@ -66,19 +77,47 @@ def _produce_worker(ctx: WorkerContext, task: ProduceTask) -> dict[str, Any]:
         latencies.append(latency_ms)
         slot.add_latency(latency_ms)
 
-    producer = Producer(producer_config(options))
+    config = producer_config(options)
+    if task.transactional_id is not None:
+        config["transactional.id"] = task.transactional_id
+    producer = Producer(config)
     producer.list_topics(options.topic, timeout=30)
+    if task.transactional_id is not None:
+        producer.init_transactions(options.timeout_s)
     ctx.barrier.wait(timeout=120)
     start = time.monotonic()
-    sent_bytes = _produce_loop(producer, options.topic, pool, task, options.sample_every(),
-                               on_delivery, slot, start)
+    end_txn_ms: list[float] = []
+    if task.transactional_id is None:
+        sent_bytes = _produce_loop(producer, options.topic, pool, task, options.sample_every(),
+                                   on_delivery, slot, start)
+    else:
+        sent_bytes = _produce_transactions(producer, pool, task, on_delivery, slot, start, end_txn_ms)
     remaining = _flush(producer, task.num_records, sent_bytes, slot, start + options.timeout_s)
     end = time.monotonic()
     return {
         "records": task.num_records - remaining, "bytes": sent_bytes, "start": start, "end": end,
         "latencies_ms": latencies, "errors": len(errors) + remaining,
-        "first_errors": errors[:5],
+        "first_errors": errors[:5], "end_txn_ms": end_txn_ms,
     }
+
+
+def _produce_transactions(producer: Producer, pool: list[bytes], task: ProduceTask, on_delivery: Any,
+                          slot: Any, start: float, end_txn_ms: list[float]) -> int:
+    """`task.num_records` in transactions of records_per_transaction; returns the bytes sent."""
+    options = task.options
+    sent = sent_bytes = 0
+    while sent < task.num_records:
+        count = min(options.records_per_transaction, task.num_records - sent)
+        producer.begin_transaction()
+        sent_bytes += _produce_loop(producer, options.topic, pool, replace(task, num_records=count),
+                                    options.sample_every(), on_delivery, slot, start)
+        producer.flush(options.timeout_s)
+        began = time.monotonic()
+        producer.commit_transaction(options.timeout_s)
+        end_txn_ms.append((time.monotonic() - began) * 1000.0)
+        sent += count
+        _show_progress(slot, sent, sent_bytes, len(producer))
+    return sent_bytes
 
 
 def _produce_loop(
@@ -168,9 +207,11 @@ def run_produce(options: PerfOptions) -> RunSummary:
     partitions = _prepare_topic(options)
     before = admin.watermarks(options.bootstrap_server, options.topic, partitions)
     per_process_rate = options.throughput / options.producers if options.throughput > 0 else -1.0
+    run_id = uuid.uuid4().hex[:8]
     tasks = [
-        ProduceTask(options, count, per_process_rate)
-        for count in split(options.num_records, options.producers) if count > 0
+        ProduceTask(options, count, per_process_rate,
+                    f"kbroker-perf-{run_id}-{i}" if options.transactional else None)
+        for i, count in enumerate(split(options.num_records, options.producers)) if count > 0
     ]
     results = run_workers(_produce_worker, tasks, options.report_interval_s, options.timeout_s,
                           options.quiet)
@@ -186,8 +227,18 @@ def run_produce(options: PerfOptions) -> RunSummary:
         latency=LatencySummary.of(latencies),
         errors=sum(r["errors"] for r in results),
         extra={"high_watermark_delta": appended, "partitions": len(partitions),
-               "producers": len(tasks), "first_errors": first_errors[:5]},
+               "producers": len(tasks), "first_errors": first_errors[:5],
+               **_transactions(options, results)},
     )
+
+
+def _transactions(options: PerfOptions, results: list[dict[str, Any]]) -> dict[str, Any]:
+    if not options.transactional:
+        return {}
+    end_txn = [x for r in results for x in r["end_txn_ms"]]
+    summary = LatencySummary.of(end_txn)
+    return {"transactions": len(end_txn), "records_per_transaction": options.records_per_transaction,
+            "end_txn_latency": None if summary is None else summary.__dict__}
 
 
 def _prepare_topic(options: PerfOptions) -> list[int]:

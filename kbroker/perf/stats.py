@@ -87,6 +87,10 @@ class RunSummary:
         )
         if self.latency is not None:
             line += ", " + format_latency(self.latency)
+        end_txn = self.extra.get("end_txn_latency")
+        if end_txn:
+            line += (f"; {self.extra['transactions']} transactions, EndTxn "
+                     + format_latency(LatencySummary(**end_txn)))
         if self.errors:
             line += f", {self.errors} errors"
         return line

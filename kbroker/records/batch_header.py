@@ -10,13 +10,21 @@ layout order:
     baseSequence | recordCount
 
 For producer state and tests; the append and fetch paths never build one per batch.
+ProducerBatch is what producer state reads of a batch that carries a producer id (the
+core's producer_batches / read_producer_batches), with the control record's type and
+coordinator epoch for a transaction marker.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from kbroker._core.records import BATCH_LAYOUT, read_batch_header
+from kbroker._core.records import (
+    BATCH_LAYOUT,
+    producer_batches,
+    read_batch_header,
+    read_producer_batches,
+)
 
 BASE_OFFSET_POS = BATCH_LAYOUT["BASE_OFFSET_POS"]
 LENGTH_POS = BATCH_LAYOUT["LENGTH_POS"]
@@ -85,6 +93,52 @@ class BatchHeader(NamedTuple):
         if self.base_sequence < 0:
             return -1
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+CONTROL_NONE = -1  # ProducerBatch.control_type of a data batch
+
+
+class ProducerBatch(NamedTuple):
+    base_offset: int
+    last_offset_delta: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    max_timestamp: int
+    attributes: int
+    control_type: int  # -1: a data batch; else the control record's type (-2: unreadable)
+    coordinator_epoch: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return self.control_type != CONTROL_NONE
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def producer_batches_of(buf: bytes | bytearray | memoryview) -> list[ProducerBatch]:
+    """The batches of `buf` (whole, validated batches) that carry a producer id."""
+    return [ProducerBatch._make(t) for t in producer_batches(buf)]
+
+
+def read_producer_batches_of(fd: int, start_position: int, end_position: int, start_offset: int,
+                             end_offset: int) -> list[ProducerBatch]:
+    """The batches of a segment file between the positions that carry a producer id and
+    hold offsets in [start_offset, end_offset)."""
+    return [ProducerBatch._make(t) for t in
+            read_producer_batches(fd, start_position, end_position, start_offset, end_offset)]
 
 
 def complete_batches_size(buf: bytes | bytearray | memoryview) -> int:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbroker.protocol.api_key import ApiKey
+from kbroker.server.apis import add_offsets_to_txn as add_offsets_to_txn
+from kbroker.server.apis import add_partitions_to_txn as add_partitions_to_txn
 from kbroker.server.apis import alter_configs as alter_configs
 from kbroker.server.apis import alter_partition as alter_partition
 from kbroker.server.apis import alter_partition_reassignments as alter_partition_reassignments
@@ -40,8 +42,11 @@ from kbroker.server.apis import describe_cluster as describe_cluster
 from kbroker.server.apis import describe_configs as describe_configs
 from kbroker.server.apis import describe_groups as describe_groups
 from kbroker.server.apis import describe_log_dirs as describe_log_dirs
+from kbroker.server.apis import describe_producers as describe_producers
 from kbroker.server.apis import describe_topic_partitions as describe_topic_partitions
+from kbroker.server.apis import describe_transactions as describe_transactions
 from kbroker.server.apis import elect_leaders as elect_leaders
+from kbroker.server.apis import end_txn as end_txn
 from kbroker.server.apis import fetch as fetch
 from kbroker.server.apis import find_coordinator as find_coordinator
 from kbroker.server.apis import heartbeat as heartbeat
@@ -53,6 +58,7 @@ from kbroker.server.apis import leave_group as leave_group
 from kbroker.server.apis import list_groups as list_groups
 from kbroker.server.apis import list_offsets as list_offsets
 from kbroker.server.apis import list_partition_reassignments as list_partition_reassignments
+from kbroker.server.apis import list_transactions as list_transactions
 from kbroker.server.apis import metadata as metadata
 from kbroker.server.apis import offset_commit as offset_commit
 from kbroker.server.apis import offset_delete as offset_delete
@@ -61,7 +67,9 @@ from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epo
 from kbroker.server.apis import produce as produce
 from kbroker.server.apis import stop_replica as stop_replica
 from kbroker.server.apis import sync_group as sync_group
+from kbroker.server.apis import txn_offset_commit as txn_offset_commit
 from kbroker.server.apis import update_metadata as update_metadata
+from kbroker.server.apis import write_txn_markers as write_txn_markers
 from kbroker.server.request_context import RequestContext
 
 Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
@@ -102,6 +110,14 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.DELETE_GROUPS, 0, 2, delete_groups),
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
+        _spec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn),
+        _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn),
+        _spec(ApiKey.END_TXN, 0, 4, end_txn),
+        _spec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit),
+        _spec(ApiKey.WRITE_TXN_MARKERS, 0, 1, write_txn_markers),
+        _spec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions),
+        _spec(ApiKey.LIST_TRANSACTIONS, 0, 1, list_transactions),
+        _spec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers),
         _spec(ApiKey.CREATE_TOPICS, 0, 7, create_topics),
         _spec(ApiKey.DELETE_TOPICS, 0, 6, delete_topics),
         _spec(ApiKey.DELETE_RECORDS, 0, 2, delete_records),
@@ -121,6 +137,8 @@ API_TABLE: dict[int, ApiSpec] = {
 
 # Cluster mode adds the APIs brokers send each other: the controller's LeaderAndIsr,
 # UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
+# (WriteTxnMarkers, a coordinator's request to partition leaders, is in both tables, as
+# Kafka 3.9 advertises it: admin tools abort hanging transactions with it.)
 CLUSTER_API_TABLE: dict[int, ApiSpec] = {
     **API_TABLE,
     **{

@@ -113,7 +113,12 @@ class OffsetPlanner:
         return self.client.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}) if tps else {}
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return self.client.list_offsets({tp: LATEST_TIMESTAMP for tp in tps}) if tps else {}
+        """The high watermarks, or the last stable offsets under read_committed (Spark's
+        consumer with isolation.level=read_committed plans up to those)."""
+        if not tps:
+            return {}
+        return self.client.list_offsets({tp: LATEST_TIMESTAMP for tp in tps},
+                                        self.opts.client.isolation_level)
 
     def resolve(self, spec: OffsetSpec, tps: list[TopicPartition],
                 starting: bool) -> dict[TopicPartition, int]:

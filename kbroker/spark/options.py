@@ -20,7 +20,9 @@ Source options (as Spark's built-in `kafka` format spells them; case-insensitive
     kafka.*                          client settings: client.id, request.timeout.ms,
                                      max.partition.fetch.bytes, fetch.max.bytes,
                                      fetch.max.wait.ms, check.crcs, retry.backoff.ms,
-                                     isolation.level (read_uncommitted only)
+                                     isolation.level: read_uncommitted (default) |
+                                     read_committed (offsets up to the last stable
+                                     offset; aborted transactions' records skipped)
     maxRecordsPerArrowBatch          kbroker's own: rows per Arrow batch (default 65536)
 
 Sink options: kafka.bootstrap.servers, topic (overrides a `topic` column),
@@ -42,6 +44,7 @@ from kbroker.client import TopicPartition
 
 EARLIEST = -2
 LATEST = -1
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 # kafka.* consumer/producer settings that mean "use a feature this client does not have"
 _UNSUPPORTED_KAFKA = {
@@ -79,6 +82,7 @@ class ClientOptions:
     fetch_max_bytes: int = 64 << 20
     fetch_max_wait_ms: int = 500
     check_crcs: bool = True
+    isolation_level: int = 0  # 1: read_committed
 
 
 @dataclass(frozen=True)
@@ -146,9 +150,10 @@ def client_options(options: Mapping[str, str]) -> ClientOptions:
     if protocol != "PLAINTEXT":
         raise OptionError(f"kafka.security.protocol={protocol}: only PLAINTEXT is supported")
     isolation = (_get(options, "kafka.isolation.level") or "read_uncommitted").lower()
-    if isolation != "read_uncommitted":
-        raise OptionError("kafka.isolation.level: only read_uncommitted is supported")
-    kw: dict[str, Any] = {}
+    if isolation not in ISOLATION_LEVELS:
+        raise OptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, "
+                          f"not {isolation!r}")
+    kw: dict[str, Any] = {"isolation_level": ISOLATION_LEVELS[isolation]}
     for key, attr in (("kafka.request.timeout.ms", "request_timeout_ms"),
                       ("kafka.retry.backoff.ms", "retry_backoff_ms"),
                       ("kafka.max.partition.fetch.bytes", "max_partition_fetch_bytes"),

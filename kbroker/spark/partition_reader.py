@@ -15,6 +15,10 @@ logs a warning and goes on from the first offset still there. Offsets missing
 above the high watermark (a truncated or recreated partition) end the range early.
 Gaps below the log start offset are not loss when they come from compaction or
 transaction markers; those are skipped silently, as Kafka consumers do.
+
+read_committed (kafka.isolation.level): Fetch asks for committed data (up to the last
+stable offset, which bounds the planned ranges too) and the decoder skips the batches of
+the aborted transactions the broker lists with each response.
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ class PartitionReader:
     def _send(self, leader: int, offset: int) -> None:
         self.client.send_fetch(leader, self.client.fetch_request(
             {self.tp: offset}, self.partition_max_bytes, max_wait_ms=self.opts.fetch_max_wait_ms,
-            min_bytes=1, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes)))
+            min_bytes=1, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes),
+            isolation_level=self.opts.isolation_level))
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         cols = new_decoder(self.schema, check_crcs=self.opts.check_crcs)
@@ -115,7 +120,7 @@ class PartitionReader:
                 self._send(leader, next_offset)
                 in_flight = True
             failures = 0
-            next_offset, first = cols.add_records(records, offset, until)
+            next_offset, first = cols.add_records(records, offset, until, fetched.aborted_transactions)
             if first > offset and fetched.log_start_offset > offset:
                 report_data_loss(self.fail_on_data_loss,
                                  f"{self.tp}: offsets {offset}..{first - 1} were removed "
@@ -156,7 +161,7 @@ class PartitionReader:
                              f"{self.tp}: offsets {offset}..{earliest - 1} were removed "
                              f"(log start offset {earliest}).")
             return min(earliest, self.range.until_offset)
-        latest = self.client.list_offsets({self.tp: -1})[self.tp]
+        latest = self.client.list_offsets({self.tp: -1}, self.opts.isolation_level)[self.tp]
         report_data_loss(self.fail_on_data_loss,
                          f"{self.tp}: offset {offset} is past the log end {latest}.")
         return self.range.until_offset

@@ -1,1 +1,2 @@
-"""The partition log: segments, indexes, recovery, retention (Kafka's storage layer)."""
+"""The partition log: segments, indexes (offset, time, aborted transactions), producer
+state, recovery, retention (Kafka's storage layer)."""

@@ -4,6 +4,13 @@ append (validate in C, assign offsets in place, write), read (a FileSlice for
 sendfile), offsets (log start, log end, high watermark, last stable), lookup by
 timestamp, truncate_to, delete_records, roll, flush, close.
 
+Transactions: appends go through the producer state (producer_state.py), which tracks
+the transactions in progress; a marker that aborts one adds it to the transaction
+index of the segment it lands in. The last stable offset (LSO) is the first offset of
+the oldest transaction not yet decided and replicated, bounded by the high watermark;
+read_committed Fetch reads up to it and asks `collect_aborted_transactions` which
+aborted transactions overlap what it read.
+
 Lock: the broker's event-loop thread calls every method; there is no lock on the
 data path. Two other threads touch a Log: LogManager's FileDeleter thread closes and
 unlinks files of segments this Log has already removed, and the optional flush
@@ -34,6 +41,7 @@ from concurrent.futures import Executor, Future
 
 from kbroker._core import records as _records
 from kbroker.common.topic_partition import TopicPartition
+from kbroker.records.batch_header import producer_batches_of
 from kbroker.records.compression import CODEC_BY_NAME, DECOMPRESSION_RATIO_LIMIT, Codec
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.records.recompress import recompress_batches
@@ -48,7 +56,13 @@ from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_segment import LogSegment
 from kbroker.storage.log_segments import LogSegments
-from kbroker.storage.producer_state import Duplicate, ProducerStateManager
+from kbroker.storage.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    Duplicate,
+    ProducerStateManager,
+)
+from kbroker.storage.transaction_index import AbortedTxn
 from kbroker.storage.values import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
 from kbroker.utils.time import Time
 
@@ -76,6 +90,8 @@ class Log:
         leader_epoch_cache: LeaderEpochFileCache,
         deleter: FileDeleter,
         flush_executor: Executor | None = None,
+        producer_state: ProducerStateManager | None = None,
+        aborted_txns: bool = False,
     ) -> None:
         self.dir = directory
         self.topic_partition = topic_partition
@@ -103,7 +119,12 @@ class Log:
         # Called (from any thread) with what failed and the OSError: LogManager takes the
         # log dir offline (LogDirFailureChannel).
         self.on_io_error: Callable[[str, BaseException], None] | None = None
-        self.producer_state = ProducerStateManager(directory)  # idempotent producers; loaded lazily
+        # idempotent and transactional producers; loaded lazily (see producer_state.py)
+        self.producer_state = producer_state or ProducerStateManager(directory)
+        # whether any segment may have a transaction index entry (read_committed Fetch
+        # looks for aborted transactions only then)
+        self.aborted_txns_possible = aborted_txns
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def __repr__(self) -> str:
         return (f"Log({self.topic_partition}, log_start_offset={self.log_start_offset}, "
@@ -134,6 +155,7 @@ class Log:
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -144,7 +166,12 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._high_watermark
+        """The first offset of the oldest transaction not yet decided and replicated, or
+        the high watermark when that is lower (or no transaction is open)."""
+        state = self.producer_state
+        state.ensure_loaded(self)
+        first = state.first_unstable_offset
+        return first if first is not None and first < self._high_watermark else self._high_watermark
 
     @property
     def recovery_point(self) -> int:
@@ -163,17 +190,21 @@ class Log:
             seg.index_interval_bytes = config.index_interval_bytes
 
     # -- append -----------------------------------------------------------------------
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0) -> LogAppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Validate the payload (every batch, in C), assign offsets and leader epoch in
         place, append. Appends nothing and raises InvalidRecordsError (with the Kafka
-        error code) when any batch is invalid."""
-        return self._append(records, leader_epoch, assign=True)
+        error code) when any batch is invalid, ProducerStateError when the producer
+        state refuses a batch. Only a coordinator (origin COORDINATOR) writes control
+        batches (transaction markers)."""
+        return self._append(records, leader_epoch, assign=True, origin=origin)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned (CRC still checked)."""
-        return self._append(records, -1, assign=False)
+        return self._append(records, -1, assign=False, origin=AppendOrigin.REPLICATION)
 
-    def _append(self, records: bytes | bytearray | memoryview, leader_epoch: int, assign: bool) -> LogAppendInfo:
+    def _append(self, records: bytes | bytearray | memoryview, leader_epoch: int, assign: bool,
+                origin: AppendOrigin) -> LogAppendInfo:
         self._check_open()
         cfg = self.config
         view = memoryview(records).cast("B") if not isinstance(records, bytes) else memoryview(records)
@@ -183,7 +214,8 @@ class Log:
                 view, cfg.max_message_bytes, now_ms=now,
                 timestamp_before_max_ms=cfg.timestamp_before_max_ms,
                 timestamp_after_max_ms=cfg.timestamp_after_max_ms,
-                check_timestamps=assign and not cfg.log_append_time, from_client=assign,
+                check_timestamps=origin is AppendOrigin.CLIENT and not cfg.log_append_time,
+                from_client=origin is AppendOrigin.CLIENT,
             )
         except _records.RecordValidationError as e:
             raise InvalidRecordsError(str(e), e.error_code) from e
@@ -196,8 +228,9 @@ class Log:
                 f"payload of {info.valid_bytes} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append_time = now if (assign and cfg.log_append_time) else -1
         producer_append = None
-        if assign and info.producer_id >= 0:  # idempotent: dedupe and sequence checks first
-            prepared = self.producer_state.prepare(view, self)
+        if info.producer_batches:  # idempotent or transactional: the producer state checks first
+            prepared = self.producer_state.prepare(
+                producer_batches_of(view), self.log_end_offset if assign else None, origin, self)
             if isinstance(prepared, Duplicate):
                 return LogAppendInfo(prepared.first_offset, prepared.last_offset, -1, -1,
                                      -1, self.log_start_offset, 0, 0)
@@ -225,12 +258,10 @@ class Log:
             raise self._io_failed(f"appending to {self.topic_partition}", e) from e
         if assign:
             self.leader_epoch_cache.assign(leader_epoch, first)
-        else:
-            self.producer_state.update_from_follower(view)
         if producer_append is not None:
-            producer_append.complete(first)
+            self._complete_transactions(segment, self.producer_state.update(producer_append, last + 1))
         if self.auto_high_watermark:
-            self._high_watermark = self.log_end_offset
+            self.update_high_watermark(self.log_end_offset)
         self.unflushed_messages += info.record_count
         flushed = self.flush_async() if self.unflushed_messages >= cfg.flush_messages else None
         return LogAppendInfo(
@@ -240,6 +271,39 @@ class Log:
             valid_bytes=info.valid_bytes, batch_count=info.batch_count, codecs=info.codecs,
             flushed=flushed,
         )
+
+    def _complete_transactions(self, segment: LogSegment, completed: list[CompletedTxn]) -> None:
+        """Markers ended these transactions: an aborted one goes to the transaction index of
+        the segment holding its marker, with the LSO right after it (as Kafka)."""
+        state = self.producer_state
+        for txn in completed:
+            if txn.is_aborted:
+                lso = state.last_stable_offset_after(txn)
+                segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+                self.aborted_txns_possible = True
+            state.complete_txn(txn)
+
+    def collect_aborted_transactions(self, fetch_offset: int, data: FetchDataInfo) -> list[AbortedTxn]:
+        """The aborted transactions overlapping a read_committed read (Kafka's
+        addAbortedTransactions): from the segment read on, until an entry's LSO shows that
+        no later segment can hold one that started within the read."""
+        meta = data.fetch_offset_metadata
+        if not self.aborted_txns_possible or data.records is None or not meta.on_segment:
+            return []
+        segment = self.segments.get(meta.segment_base_offset)
+        if segment is None:
+            return []
+        upper = segment.fetch_upper_bound_offset(meta.relative_position_in_segment, data.size)
+        if upper is None:
+            nxt = self.segments.higher(segment.base_offset)
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+        out: list[AbortedTxn] = []
+        for seg in self.segments.from_offset(segment.base_offset):
+            found, complete = seg.txn_index.collect_aborted_txns(fetch_offset, upper)
+            out += found
+            if complete:
+                break
+        return out
 
     def _recompress(self, view: memoryview, info: _records.BatchesInfo,
                     now: int) -> tuple[memoryview, _records.BatchesInfo]:
@@ -616,7 +680,7 @@ class Log:
         epochs = self.leader_epoch_cache.take_checkpoint()
         if epochs is not None:
             epochs(sync=sync)
-        self.producer_state.snapshot(self.log_end_offset).write(sync=sync)
+        self.producer_state.close_snapshot(self.log_start_offset, self.log_end_offset).write(sync=sync)
         for seg in self.segments:
             seg.close()
         self.closed = True

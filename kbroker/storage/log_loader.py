@@ -12,6 +12,15 @@ torn or corrupt batch truncates its segment there and every later segment is
 deleted. Leftovers of interrupted deletions (*.deleted) and index files without a
 .log are removed.
 
+Transaction indexes: every segment recovery scanned gets its .txnindex rebuilt from
+the log (as does any segment whose .txnindex is not whole entries, and every segment
+after it). A segment holding no batch with a producer id holds no marker, so its index
+is empty; otherwise the producer state before the segment (the newest snapshot, then
+the producer batches of the log up to the segment) tells where each transaction its
+markers abort started. The producer state so rebuilt up to the log end is handed to
+the Log; otherwise the Log loads it lazily, trusting the newest snapshot after a clean
+shutdown when it sits at the log end (producer_state.py).
+
 Lock: runs on a LogManager recovery thread before the Log is published; it touches
 only its own directory.
 """
@@ -36,6 +45,9 @@ from kbroker.storage.log_segment import (
     LogSegment,
 )
 from kbroker.storage.log_segments import LogSegments
+from kbroker.storage.producer_snapshot import SNAPSHOT_SUFFIX, snapshot_offsets
+from kbroker.storage.producer_state import CompletedTxn, ProducerStateManager, log_producer_batches
+from kbroker.storage.transaction_index import ENTRY_SIZE, TXN_INDEX_SUFFIX, AbortedTxn
 from kbroker.utils.time import Time
 
 log = logging.getLogger(__name__)
@@ -50,6 +62,7 @@ class LoadResult:
         self.truncated_bytes = 0
         self.deleted_segments = 0
         self.rebuilt_indexes = 0
+        self.rebuilt_txn_indexes = 0
 
 
 class LogLoader:
@@ -89,7 +102,8 @@ class LogLoader:
         return Log(self.dir, self.tp, self.topic_id, self.config, self.time, segments,
                    log_start_offset=start, recovery_point=start,
                    leader_epoch_cache=LeaderEpochFileCache(self.dir), deleter=self.deleter,
-                   flush_executor=self.flush_executor)
+                   flush_executor=self.flush_executor,
+                   producer_state=ProducerStateManager(self.dir, [], trusted=True))
 
     def load(self) -> Log:
         os.makedirs(self.dir, exist_ok=True)
@@ -107,10 +121,11 @@ class LogLoader:
                              max_index_size=self.config.segment_index_bytes, created_ms=now)
             segments.add(seg)
         epoch_cache = LeaderEpochFileCache(self.dir)
+        recovered: dict[int, int] = {}  # base offset -> producer batches, of the segments scanned
         if self.clean:
             self._load_clean(segments)
         else:
-            self._recover(segments, epoch_cache)
+            recovered = self._recover(segments, epoch_cache)
         leo = segments.active.next_offset
         if leo < self.log_start_offset:
             # recovery cut below the checkpointed log start: start empty there, as Kafka does
@@ -123,13 +138,68 @@ class LogLoader:
         epoch_cache.truncate_from_end(leo)
         epoch_cache.truncate_from_start(log_start)
         recovery_point = min(self.recovery_point, leo) if self.clean else self._recovered_to
+        state = self._producer_state(segments, recovered, log_start, leo)
         result = Log(self.dir, self.tp, self.topic_id, self.config, self.time, segments,
                      log_start_offset=log_start, recovery_point=recovery_point,
                      leader_epoch_cache=epoch_cache, deleter=self.deleter,
-                     flush_executor=self.flush_executor)
+                     flush_executor=self.flush_executor, producer_state=state,
+                     aborted_txns=any(os.path.exists(seg.txn_index.path) for seg in segments
+                                      if seg.base_offset in self._txn_indexes))
         for seg in segments:  # nothing stays open: the broker's SegmentFileCache reopens on use
             seg.release_files()
         return result
+
+    def _producer_state(self, segments: LogSegments, recovered: dict[int, int], log_start: int,
+                        leo: int) -> ProducerStateManager:
+        """The Log's producer state: rebuilt to the log end when transaction indexes had to be
+        rebuilt from the log, else to be loaded lazily (trusted after a clean shutdown when
+        the newest snapshot is at the log end)."""
+        snapshots = self._snapshots
+        state = ProducerStateManager(self.dir, snapshots, trusted=self.clean and (
+            (bool(snapshots) and snapshots[-1] == leo) or (not snapshots and leo == log_start)))
+        rebuild_from = min([*recovered, *self._corrupt_txn_indexes(segments)], default=None)
+        if rebuild_from is None:
+            return state
+        loaded = False
+        for seg in segments.from_offset(rebuild_from):
+            count = recovered.get(seg.base_offset, -1)  # -1: not scanned, walk it
+            if count == 0 and not loaded:
+                seg.txn_index.reset([])
+                continue
+            if not loaded:
+                state.load(segments, log_start, seg.base_offset)
+                loaded = True
+            aborted: list[AbortedTxn] = []
+
+            def index(txn: CompletedTxn, lso: int, out: list[AbortedTxn] = aborted) -> None:
+                if txn.is_aborted:
+                    out.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+
+            state.replay(log_producer_batches(segments, seg.base_offset, seg.next_offset), index)
+            seg.txn_index.reset(aborted)
+            if aborted:
+                self._txn_indexes.add(seg.base_offset)
+            self.result.rebuilt_txn_indexes += 1
+        if loaded:
+            state.map_end_offset = leo
+        return state
+
+    def _corrupt_txn_indexes(self, segments: LogSegments) -> list[int]:
+        """Base offsets of segments whose .txnindex is not a whole number of entries."""
+        out = []
+        for base in self._txn_indexes:
+            seg = segments.get(base)
+            if seg is None:
+                continue
+            try:
+                size = os.stat(seg.txn_index.path).st_size
+            except FileNotFoundError:
+                continue
+            if size % ENTRY_SIZE:
+                log.warning("%s: rebuilding %s (%d bytes is not whole entries)", self.tp,
+                            seg.txn_index.path, size)
+                out.append(base)
+        return out
 
     def _start_empty_at(self, segments: LogSegments, offset: int) -> None:
         for seg in list(segments):
@@ -150,16 +220,20 @@ class LogLoader:
         bases = []
         names = os.listdir(self.dir)
         logs = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
+        self._txn_indexes: set[int] = set()
         for name in names:
             path = os.path.join(self.dir, name)
             if name.endswith((DELETED_SUFFIX, ".tmp")):
                 os.unlink(path)
             elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 stem = name.rsplit(".", 1)[0]
                 if stem not in logs:
                     os.unlink(path)
+                elif name.endswith(TXN_INDEX_SUFFIX) and stem.isdigit():
+                    self._txn_indexes.add(int(stem))
+        self._snapshots = snapshot_offsets(n for n in names if n.endswith(SNAPSHOT_SUFFIX))
         return sorted(bases)
 
     def _load_clean(self, segments: LogSegments) -> None:
@@ -171,16 +245,20 @@ class LogLoader:
         active.resize_indexes(self.config.segment_index_bytes)
         self._recovered_to = active.next_offset
 
-    def _recover(self, segments: LogSegments, epoch_cache: LeaderEpochFileCache) -> None:
+    def _recover(self, segments: LogSegments, epoch_cache: LeaderEpochFileCache) -> dict[int, int]:
+        """Scan the segments from the recovery point on; their base offsets -> how many
+        batches with a producer id each holds."""
         all_segments = list(segments)
         start = segments.floor(self.recovery_point) or all_segments[0]
         expected = -1
+        recovered: dict[int, int] = {}
         for i, seg in enumerate(all_segments):
             if seg.base_offset < start.base_offset:
                 seg.load_closed(all_segments[i + 1].base_offset)
                 continue
             self.result.scanned_bytes += seg.size
-            truncated, epochs = seg.recover(expected_next_offset=expected)
+            truncated, epochs, producer_batches = seg.recover(expected_next_offset=expected)
+            recovered[seg.base_offset] = producer_batches
             self.result.recovered_segments += 1
             for epoch, offset in epochs:
                 epoch_cache.assign(epoch, offset)
@@ -190,6 +268,7 @@ class LogLoader:
                 log.warning("%s: truncated %d corrupt bytes from %s", self.tp, truncated, seg.log_path)
                 for later in all_segments[i + 1:]:
                     segments.remove(later.base_offset)
+                    self._txn_indexes.discard(later.base_offset)
                     later.close_handlers()
                     for path in later.paths():
                         try:
@@ -204,8 +283,10 @@ class LogLoader:
             prev = list(segments)[-2]
             if prev.next_offset > active.base_offset:
                 segments.remove(active.base_offset)
+                recovered.pop(active.base_offset, None)
                 active.close_handlers()
                 for path in active.paths():
                     os.unlink(path) if os.path.exists(path) else None
         segments.active.resize_indexes(self.config.segment_index_bytes)
         self._recovered_to = segments.active.next_offset
+        return recovered

@@ -1,12 +1,16 @@
-"""LogSegment: one .log file of whole record batches plus its .index and .timeindex.
+"""LogSegment: one .log file of whole record batches plus its .index, .timeindex and
+.txnindex.
 
 Files are named by the segment's base offset in 20 digits, as Kafka names them:
-00000000000000000000.log / .index / .timeindex. The .log holds batches back to
+00000000000000000000.log / .index / .timeindex / .txnindex. The .log holds batches back to
 back exactly as the broker received them (offsets and leader epoch patched). Every
 index.interval.bytes of appended data an offset index entry (largest offset of the
 append, its start position) and a time index entry (largest timestamp so far, its
 offset) are added. Indexes are opened lazily (a clean start touches only the last
-segment's) and are never trusted over the log: recover() rebuilds them.
+segment's) and are never trusted over the log: recover() rebuilds them (the
+transaction index, which needs the producer state before the segment, is rebuilt by
+LogLoader). The .txnindex lists the transactions aborted by a marker in this segment
+(transaction_index.py); it exists only once it has an entry.
 
 Rolling: by segment.bytes, by an index filling up, by relative offsets outgrowing
 int32, and by segment.ms counted from when the segment was created or opened in this
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from typing import NamedTuple
 
 from kbroker._core import records as _records
 from kbroker.records import compression
@@ -32,6 +37,7 @@ from kbroker.storage.errors import CorruptIndexError, KafkaStorageError
 from kbroker.storage.offset_index import OffsetIndex
 from kbroker.storage.segment_file_cache import SegmentFileCache
 from kbroker.storage.time_index import TimeIndex
+from kbroker.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -42,6 +48,15 @@ INT32_MAX = 0x7FFFFFFF
 
 def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+class SegmentRecovery(NamedTuple):
+    """What recover() found: bytes cut from a torn or corrupt tail, the leader epoch
+    starts [(epoch, start offset)], and how many batches carry a producer id."""
+
+    truncated_bytes: int
+    epoch_starts: list[tuple[int, int]]
+    producer_batches: int
 
 
 class BatchLocation:
@@ -87,6 +102,7 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._index_suffix = ""
+        self.txn_index = TransactionIndex(os.path.join(directory, file_name(base_offset, TXN_INDEX_SUFFIX)))
         self._check_indexes_on_open = False
         # Filled by load_tail()/recover()/append(): the next offset after the last batch
         # and the largest timestamp (with its offset). -1: unknown / none.
@@ -203,9 +219,9 @@ class LogSegment:
         return self.max_timestamp_so_far
 
     def recover(self, start_position: int = 0, expected_next_offset: int = -1,
-                truncate: bool = True) -> tuple[int, list[tuple[int, int]]]:
-        """Scan the log, validating each batch (CRC etc. in C), rebuild both indexes,
-        truncate a torn or corrupt tail. Returns (bytes truncated, leader epoch starts)."""
+                truncate: bool = True) -> SegmentRecovery:
+        """Scan the log, validating each batch (CRC etc. in C), rebuild the offset and time
+        indexes, truncate a torn or corrupt tail. Returns what it found."""
         scan = self._scan(expected_next_offset)
         self.offset_index.load_entries(scan.offset_index_entries)
         self.time_index.load_entries(scan.time_index_entries)
@@ -217,7 +233,7 @@ class LogSegment:
         if truncated and truncate:
             os.ftruncate(self.fd, scan.valid_bytes)
             self.size = scan.valid_bytes
-        return truncated, list(scan.epoch_starts)
+        return SegmentRecovery(truncated, list(scan.epoch_starts), scan.producer_batches)
 
     def rebuild_indexes(self) -> None:
         """Rebuild indexes from the log without truncating it (a flushed segment)."""
@@ -303,6 +319,11 @@ class LogSegment:
         size = min(max_position - loc.position, limit)
         return loc.position, FileSlice(self.open_file(), loc.position, max(size, 0))
 
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """An offset above every offset of the `fetch_size` bytes read from start_position,
+        from the offset index (None: the index cannot tell)."""
+        return self.offset_index.fetch_upper_bound_offset(start_position + fetch_size)
+
     def open_file(self) -> SegmentFile:
         """The segment's file, held by whoever sends or fsyncs it after the segment closes."""
         file = self._file
@@ -369,6 +390,7 @@ class LogSegment:
         cut = loc.base_offset
         self.offset_index.truncate_to(cut)
         self.time_index.truncate_to(cut)
+        self.txn_index.truncate_to(cut)
         removed = self.size - loc.position
         os.ftruncate(self.fd, loc.position)
         self.size = loc.position
@@ -401,9 +423,10 @@ class LogSegment:
         self.flush_indexes()
 
     def flush_indexes(self) -> None:
-        """msync the mapped indexes (also from the flush thread: an index closed or
-        remapped meanwhile is skipped; indexes are rebuilt on recovery anyway)."""
-        for idx in (self._offset_index, self._time_index):
+        """msync the mapped indexes and fsync the transaction index (also from the flush
+        thread: an index closed or remapped meanwhile is skipped; indexes are rebuilt on
+        recovery anyway)."""
+        for idx in (self._offset_index, self._time_index, self.txn_index):
             if idx is not None:
                 try:
                     idx.flush()
@@ -437,6 +460,7 @@ class LogSegment:
             self.log_path,
             os.path.join(self.directory, file_name(self.base_offset, INDEX_SUFFIX + self._index_suffix)),
             os.path.join(self.directory, file_name(self.base_offset, TIME_INDEX_SUFFIX + self._index_suffix)),
+            self.txn_index.path,
         ]
 
     def rename_for_deletion(self) -> list[str]:
@@ -454,6 +478,7 @@ class LogSegment:
                 pass
         self.log_path += DELETED_SUFFIX
         self._index_suffix = DELETED_SUFFIX
+        self.txn_index.path += DELETED_SUFFIX
         if self._offset_index is not None:
             self._offset_index.path += DELETED_SUFFIX
         if self._time_index is not None:

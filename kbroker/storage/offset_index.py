@@ -11,6 +11,7 @@ strictly increase; the last offset is below the segment's next offset.
 
 from __future__ import annotations
 
+import bisect
 import struct
 
 from kbroker._core import index as _index
@@ -43,6 +44,13 @@ class OffsetIndex(IndexFile):
         if slot < 0:
             return self.base_offset, 0
         return self.entry(slot)
+
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or after `position` (Kafka's
+        fetchUpperBoundOffset): no batch before that position holds an offset above it."""
+        n = self.entries
+        slot = bisect.bisect_left(range(n), position, key=lambda i: self.entry(i)[1])
+        return self.entry(slot)[0] if slot < n else None
 
     def append(self, offset: int, position: int) -> None:
         if self.entries and offset <= self.last_entry[0]:

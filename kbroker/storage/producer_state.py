@@ -1,12 +1,12 @@
-"""ProducerStateManager: per-partition state of idempotent producers (Kafka's name).
+"""ProducerStateManager: one partition's idempotent and transactional producers (Kafka's
+name): their entries (producer_append.py), the transactions in progress, and snapshots.
 
-For each producer id seen on this partition: its epoch and the metadata of its
-last 5 batches (first and last sequence, first and last offset). Before an
-idempotent batch is given offsets, `prepare()` checks it against that state:
+Idempotence. Before an append, `prepare()` checks each batch carrying a producer id
+(ProducerAppend has the rules). For a producer's data batches from a client:
 
-  * the same epoch and the same sequences as one of the last 5 batches: a retry of
-    a batch already written. Nothing is appended and the ORIGINAL offsets are
-    returned with no error, as Kafka does.
+  * the same epoch and the same sequences as one of the last 5 batches: a retry of a
+    batch already written. Nothing is appended and the ORIGINAL offsets are returned
+    with no error, as Kafka does.
   * a lower epoch: INVALID_PRODUCER_EPOCH.
   * a higher epoch (a bump, KIP-360): the first sequence must be 0, else
     OUT_OF_ORDER_SEQUENCE_NUMBER.
@@ -15,257 +15,238 @@ idempotent batch is given offsets, `prepare()` checks it against that state:
     sequence but older than the cached 5 is DUPLICATE_SEQUENCE_NUMBER.
   * an unknown producer id whose first sequence is not 0: UNKNOWN_PRODUCER_ID.
 
-The state is rebuilt lazily (first idempotent append after open or truncation):
-the newest snapshot at or below the log end, then the batch headers of the log from
-the snapshot's offset on (headers carry producer id, epoch, base sequence and last
-offset delta). Snapshots are written when a segment rolls and when the log
-closes, named as Kafka names them, `<20-digit offset>.snapshot`; the two newest
-are kept. Snapshot format (ours, big-endian):
+Transactions. A producer's first transactional batch starts its transaction on this
+partition; its COMMIT or ABORT marker ends it. The first offset of every transaction in
+progress is kept in `ongoing_txns` (in offset order); a completed one stays in
+`unreplicated_txns` until the high watermark passes its marker. The first unstable
+offset is the lowest first offset of both; the last stable offset (LSO) is that offset
+when it is below the high watermark, else the high watermark (Log.last_stable_offset).
+An aborted transaction goes to the transaction index of the segment holding its marker
+(the Log writes it, with the LSO at that moment: `last_stable_offset_after`).
 
-    version int16 (1) | crc uint32 (CRC-32C of everything after it) | count int32 |
-    count x (producer_id int64 | epoch int16 | last_timestamp int64 | batches int8 |
-             batches x (first_seq int32 | last_seq int32 | first_offset int64 |
-                        last_offset int64))
+Loading. The state is rebuilt lazily, when first needed (a producer batch to append,
+the LSO asked): the newest snapshot at or below the log end, then the producer batches
+of the log from the snapshot's offset on (read_producer_batches: headers only, in C).
+The scan is skipped when the state is `trusted`: after a clean shutdown, when the newest
+snapshot is at the log end, or for a log that is empty. A log whose state is never
+loaded in a run took no producer batch in that run (every such append loads it first),
+so at a clean close its newest snapshot still holds: `close_snapshot()` moves it to the
+log end (a rename) or writes an empty one, and the next start trusts it again, as Kafka
+finds a snapshot at the log end after every clean shutdown. Snapshots are also written
+when a segment rolls; the two newest are kept (producer_snapshot.py has the format).
 
-Lock: the broker's event-loop thread (through its Log) only.
+Lock: the broker's event-loop thread only (through its Log); LogLoader uses it on a
+recovery thread before the Log is published.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
-from collections import deque
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from kbroker._core.crc32c import crc32c
 from kbroker.common.error_code import ErrorCode
-from kbroker.common.errors import KafkaError
-from kbroker.records.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
-from kbroker.utils.atomic_file import write_atomically
+from kbroker.records.batch_header import ProducerBatch, read_producer_batches_of
+from kbroker.storage import producer_snapshot
+from kbroker.storage.producer_append import (
+    AppendOrigin,
+    CompletedTxn,
+    Duplicate,
+    ProducerAppend,
+    ProducerStateEntry,
+    ProducerStateError,
+    TxnMetadata,
+)
 
 if TYPE_CHECKING:
     from kbroker.storage.log import Log
+    from kbroker.storage.log_segments import LogSegments
+
+__all__ = ["ProducerStateManager", "ProducerStateError", "Duplicate", "AppendOrigin",
+           "CompletedTxn", "expire_producers"]
 
 log = logging.getLogger(__name__)
 
-NUM_BATCHES_TO_RETAIN = 5
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOTS_TO_KEEP = 2
-INT32_MAX = 2**31 - 1
-_SNAP_HEAD = struct.Struct(">hIi")
-_ENTRY = struct.Struct(">qhqb")
-_BATCH = struct.Struct(">iiqq")
-
-
-class ProducerStateError(KafkaError):
-    """An idempotent batch refused; `error_code` is the Kafka error for Produce."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message, error_code)
-
-
-@dataclass(slots=True)
-class BatchMetadata:
-    first_seq: int
-    last_seq: int
-    first_offset: int
-    last_offset: int
-
-
-@dataclass(slots=True)
-class ProducerStateEntry:
-    producer_id: int
-    epoch: int
-    last_timestamp: int = -1
-    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
-
-    def duplicate_of(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        if epoch != self.epoch:
-            return None
-        for b in self.batches:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return b
-        return None
-
-    def add(self, epoch: int, batch: BatchMetadata, timestamp: int) -> None:
-        if epoch != self.epoch:
-            self.batches.clear()
-            self.epoch = epoch
-        self.batches.append(batch)
-        self.last_timestamp = timestamp
-
-
-@dataclass(slots=True)
-class Duplicate:
-    """A retried batch: the offsets it got the first time."""
-
-    first_offset: int
-    last_offset: int
-
-
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (last_seq == INT32_MAX and next_seq == 0)
-
-
-class ProducerAppend:
-    """The checked batches of one append, applied to the state once offsets are known."""
-
-    def __init__(self, manager: ProducerStateManager, headers: list[BatchHeader]) -> None:
-        self.manager = manager
-        self.headers = headers
-
-    def complete(self, first_offset: int) -> None:
-        offset = first_offset
-        for h in self.headers:
-            self.manager.update(h, offset)
-            offset += h.last_offset_delta + 1
 
 
 class ProducerStateManager:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, snapshot_offsets: list[int] | None = None,
+                 trusted: bool = False) -> None:
         self.dir = directory
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing_txns: dict[int, TxnMetadata] = {}  # first offset -> txn, in offset order
+        self.unreplicated_txns: dict[int, TxnMetadata] = {}
         self.loaded = False
+        self.trusted = trusted  # the newest snapshot is the state at the log end
         self.map_end_offset = 0  # the state covers offsets below this
+        self._snapshots = snapshot_offsets  # ascending; None until listed
+        self._snapshots_lock = threading.Lock()  # the flush thread writes snapshots after a roll
+
+    # -- transactions
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not yet both decided and replicated."""
+        first = next(iter(self.ongoing_txns), None)
+        if self.unreplicated_txns:
+            unreplicated = min(self.unreplicated_txns)
+            if first is None or unreplicated < first:
+                return unreplicated
+        return first
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once `completed` is done (for its transaction index entry): the first
+        offset of the oldest transaction in progress of another producer, else the
+        offset after the marker."""
+        for txn in self.ongoing_txns.values():
+            if txn.producer_id != completed.producer_id:
+                return txn.first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        txn = self.ongoing_txns.pop(completed.first_offset, None)
+        if txn is None:
+            txn = TxnMetadata(completed.producer_id, completed.first_offset)
+        txn.last_offset = completed.last_offset
+        self.unreplicated_txns[completed.first_offset] = txn
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is below the high watermark are stable now."""
+        if self.unreplicated_txns:
+            for first in [f for f, t in self.unreplicated_txns.items() if t.last_offset < high_watermark]:
+                del self.unreplicated_txns[first]
 
     # -- append path
-    def prepare(self, buf: memoryview, plog: Log) -> ProducerAppend | Duplicate:
-        """Check every idempotent batch of `buf` (validated, offsets not yet assigned)."""
+    def prepare(self, batches: list[ProducerBatch], first_offset: int | None, origin: AppendOrigin,
+                plog: Log) -> ProducerAppend | Duplicate:
+        """Check the producer batches of an append before it is written. `first_offset` is
+        the offset the append will start at (None: the batches carry their offsets, a
+        follower's). A Duplicate when a client's single batch is a retry."""
         self.ensure_loaded(plog)
-        headers = list(_headers(buf))
-        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq) within this append
-        for h in headers:
-            if h.producer_id < 0:
-                continue
-            dup = self._check(h, pending)
+        append = ProducerAppend(self.producers, origin)
+        offset = first_offset
+        for i, batch in enumerate(batches):
+            start = batch.base_offset if offset is None else offset
+            dup = append.append(batch, start)
             if dup is not None:
-                if len(headers) == 1:
-                    return Duplicate(dup.first_offset, dup.last_offset)
-                raise ProducerStateError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-                                         f"duplicate batch of producer {h.producer_id} in a multi-batch append")
-            pending[h.producer_id] = (h.producer_epoch, h.last_sequence)
-        return ProducerAppend(self, headers)
-
-    def _check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> BatchMetadata | None:
-        pid, epoch, first_seq, last_seq = h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence
-        entry = self.producers.get(pid)
-        if pid in pending:
-            cur_epoch, cur_last = pending[pid]
-        elif entry is not None:
-            dup = entry.duplicate_of(epoch, first_seq, last_seq)
-            if dup is not None:
-                return dup
-            cur_epoch, cur_last = entry.epoch, entry.last_seq
-        else:
-            if first_seq != 0:
+                if len(batches) == 1:
+                    return dup
                 raise ProducerStateError(
-                    ErrorCode.UNKNOWN_PRODUCER_ID,
-                    f"no state for producer {pid} and its first sequence is {first_seq}, not 0")
-            return None
-        if epoch < cur_epoch:
-            raise ProducerStateError(ErrorCode.INVALID_PRODUCER_EPOCH,
-                                     f"producer {pid}: epoch {epoch} is older than {cur_epoch}")
-        if epoch > cur_epoch:
-            if first_seq != 0:
-                raise ProducerStateError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid}: new epoch {epoch} must start at sequence 0, not {first_seq}")
-            return None
-        if _in_sequence(cur_last, first_seq):
-            return None
-        if cur_last >= 0 and first_seq <= cur_last and last_seq <= cur_last and first_seq <= last_seq:
-            raise ProducerStateError(
-                ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-                f"producer {pid}: sequences {first_seq}..{last_seq} were written before (last {cur_last})")
-        raise ProducerStateError(
-            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-            f"producer {pid}: sequence {first_seq} does not follow {cur_last} (epoch {epoch})")
+                    ErrorCode.DUPLICATE_SEQUENCE_NUMBER, f"duplicate batch {i} of producer {batch.producer_id} in a multi-batch append")
+            if offset is not None:
+                offset += batch.last_offset_delta + 1
+        return append
 
-    def update(self, h: BatchHeader, first_offset: int) -> None:
-        """Record a written batch (append path and rebuild)."""
-        last_offset = first_offset + h.last_offset_delta
-        if h.producer_id >= 0 and not h.is_control:
-            entry = self.producers.get(h.producer_id)
-            if entry is None:
-                entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id, h.producer_epoch)
-            if h.base_sequence >= 0:
-                entry.add(h.producer_epoch,
-                          BatchMetadata(h.base_sequence, h.last_sequence, first_offset, last_offset),
-                          h.max_timestamp)
-        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+    def update(self, append: ProducerAppend, next_offset: int) -> list[CompletedTxn]:
+        """Apply a written append; returns the transactions its markers completed (the Log
+        indexes the aborted ones, then calls complete_txn)."""
+        for pid, entry in append.updated.items():
+            self.producers[pid] = entry
+        for txn in append.started:
+            self.ongoing_txns[txn.first_offset] = txn
+        self.map_end_offset = max(self.map_end_offset, next_offset)
+        return append.completed
 
-    def update_from_follower(self, buf: memoryview) -> None:
-        """A follower appended the leader's batches (offsets already assigned): record
-        them, so that after a failover this replica dedupes retries as the old leader
-        did. Nothing to do while the state is not loaded: loading reads the log."""
-        if not self.loaded:
-            return
-        for h in _headers(buf):
-            self.update(h, h.base_offset)
+    def replay(self, batches: Iterable[ProducerBatch],
+               on_completed: Callable[[CompletedTxn, int], None] | None = None) -> None:
+        """Follow batches already in the log (loading, recovery), completing the
+        transactions their markers end; `on_completed(txn, last stable offset)` first."""
+        for batch in batches:
+            append = ProducerAppend(self.producers, AppendOrigin.REPLICATION)
+            append.append(batch, batch.base_offset)
+            for completed in self.update(append, batch.last_offset + 1):
+                if on_completed is not None:
+                    on_completed(completed, self.last_stable_offset_after(completed))
+                self.complete_txn(completed)
 
     # -- loading
     def ensure_loaded(self, plog: Log) -> None:
-        if self.loaded:
-            return
+        if not self.loaded:
+            self.load(plog.segments, plog.log_start_offset, plog.log_end_offset)
+            self.on_high_watermark_updated(plog.high_watermark)
+
+    def load(self, segments: LogSegments, log_start_offset: int, end_offset: int) -> None:
+        """The state of the log below `end_offset`: the newest snapshot at or below it, then
+        the log's producer batches from there (none when the state is trusted)."""
         self.producers.clear()
-        leo = plog.log_end_offset
-        self.delete_snapshots_above(leo)
-        start = plog.log_start_offset
-        for offset in sorted(self._snapshot_offsets(), reverse=True):
-            if start <= offset <= leo and self._read_snapshot(offset):
-                start = offset
-                break
-            self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        self.delete_snapshots_above(end_offset)
+        start = log_start_offset
+        for offset in reversed(self.snapshot_offsets()):  # a copy
+            if log_start_offset <= offset <= end_offset:
+                entries = producer_snapshot.read(producer_snapshot.snapshot_path(self.dir, offset))
+                if entries is not None:
+                    self._load_entries(entries)
+                    start = offset
+                    break
+            self._forget_snapshot(offset)
         self.map_end_offset = start
-        for header in _log_headers(plog, start, leo):
-            self.update(header, header.base_offset)
-        self.map_end_offset = leo
+        if not self.trusted or start != end_offset:
+            self.replay(log_producer_batches(segments, start, end_offset))
+        self.map_end_offset = end_offset
         self.loaded = True
-        if self.producers:
+        if self.producers and not self.trusted:
             log.info("%s: producer state for %d producers rebuilt from offset %d",
-                     plog.topic_partition, len(self.producers), start)
+                     os.path.basename(self.dir), len(self.producers), start)
+
+    def _load_entries(self, entries: list[ProducerStateEntry]) -> None:
+        for entry in sorted(entries, key=lambda e: e.current_txn_first_offset):
+            self.producers[entry.producer_id] = entry
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing_txns[entry.current_txn_first_offset] = TxnMetadata(
+                    entry.producer_id, entry.current_txn_first_offset)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers silent for `expiration_ms` (producer.id.expiration.ms, by the
-        timestamp of their last batch, as Kafka). Returns how many went."""
-        doomed = [pid for pid, e in self.producers.items() if e.last_timestamp + expiration_ms < now_ms]
+        timestamp of their last batch, as Kafka), except those with a transaction in
+        progress. Returns how many went."""
+        doomed = [pid for pid, e in self.producers.items()
+                  if e.current_txn_first_offset < 0 and e.last_timestamp + expiration_ms < now_ms]
         for pid in doomed:
             del self.producers[pid]
         return len(doomed)
 
     def invalidate(self, log_end_offset: int) -> None:
-        """After a truncation: forget the state; snapshots above the new log end go."""
+        """After a truncation: forget the state; snapshots above the new log end go, and the
+        next load reads the log from the newest snapshot left."""
         self.loaded = False
+        self.trusted = False
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         self.delete_snapshots_above(log_end_offset)
 
     # -- snapshots
-    def _snapshot_path(self, offset: int) -> str:
-        return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+    def snapshot_offsets(self) -> list[int]:
+        """The offsets of the snapshots on disk, ascending (a copy)."""
+        with self._snapshots_lock:
+            if self._snapshots is None:
+                try:
+                    self._snapshots = producer_snapshot.snapshot_offsets(os.listdir(self.dir))
+                except FileNotFoundError:
+                    self._snapshots = []
+            return list(self._snapshots)
 
-    def _snapshot_offsets(self) -> list[int]:
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
-        out = []
-        for name in names:
-            stem = name[: -len(SNAPSHOT_SUFFIX)]
-            if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit():
-                out.append(int(stem))
-        return out
+    def _snapshot_moved(self, old: int | None, new: int | None) -> None:
+        with self._snapshots_lock:
+            offsets = self._snapshots if self._snapshots is not None else []
+            if old is not None and old in offsets:
+                offsets.remove(old)
+            if new is not None and new not in offsets:
+                offsets.append(new)
+                offsets.sort()
+            self._snapshots = offsets
+
+    def _forget_snapshot(self, offset: int) -> None:
+        producer_snapshot.unlink(producer_snapshot.snapshot_path(self.dir, offset))
+        self._snapshot_moved(offset, None)
 
     def delete_snapshots_above(self, offset: int) -> None:
-        for o in self._snapshot_offsets():
-            if o > offset:
-                _unlink(self._snapshot_path(o))
+        for o in [o for o in self.snapshot_offsets() if o > offset]:
+            self._forget_snapshot(o)
 
     def take_snapshot(self, offset: int) -> None:
         """Write the state as of `offset` (the log end: every batch below it is in the state)."""
@@ -273,48 +254,39 @@ class ProducerStateManager:
 
     def snapshot(self, offset: int) -> ProducerSnapshot:
         """The state as of `offset`, encoded now; `write()` it on any thread (the flush
-        thread after a roll)."""
+        thread after a roll). Nothing when the state is not loaded."""
         if not self.loaded:
             return ProducerSnapshot(self, offset, None)
-        body = bytearray(struct.pack(">i", len(self.producers)))
-        for e in self.producers.values():
-            body += _ENTRY.pack(e.producer_id, e.epoch, e.last_timestamp, len(e.batches))
-            for b in e.batches:
-                body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
-        return ProducerSnapshot(self, offset, struct.pack(">hI", 1, crc32c(bytes(body))) + bytes(body))
+        return ProducerSnapshot(self, offset, producer_snapshot.encode(self.producers.values()))
+
+    def close_snapshot(self, log_start_offset: int, log_end_offset: int) -> ProducerSnapshot:
+        """The snapshot a clean close leaves at the log end (see the module docstring)."""
+        if self.loaded:
+            return self.snapshot(log_end_offset)
+        offsets = self.snapshot_offsets()
+        if not self.trusted or (offsets and offsets[-1] == log_end_offset):
+            return ProducerSnapshot(self, log_end_offset, None)
+        if offsets:
+            newest = offsets[-1]
+            try:
+                os.rename(producer_snapshot.snapshot_path(self.dir, newest),
+                          producer_snapshot.snapshot_path(self.dir, log_end_offset))
+            except OSError as e:
+                log.warning("cannot move producer snapshot %d of %s to %d: %s", newest, self.dir,
+                            log_end_offset, e)
+                return ProducerSnapshot(self, log_end_offset, None)
+            self._snapshot_moved(newest, log_end_offset)
+            return ProducerSnapshot(self, log_end_offset, None)
+        if log_end_offset == log_start_offset:
+            return ProducerSnapshot(self, log_end_offset, None)  # empty: trusted without one
+        return ProducerSnapshot(self, log_end_offset, producer_snapshot.encode(()))
 
     def _write_snapshot(self, offset: int, data: bytes, sync: bool = True) -> None:
-        path = self._snapshot_path(offset)
-        try:
-            write_atomically(path, data, sync=sync)
-        except OSError as e:
-            log.warning("cannot write producer snapshot %s: %s", path, e)
+        if not producer_snapshot.write(producer_snapshot.snapshot_path(self.dir, offset), data, sync):
             return
-        for old in sorted(self._snapshot_offsets())[:-SNAPSHOTS_TO_KEEP]:
-            _unlink(self._snapshot_path(old))
-
-    def _read_snapshot(self, offset: int) -> bool:
-        path = self._snapshot_path(offset)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-            version, crc, count = _SNAP_HEAD.unpack_from(data, 0)
-            if version != 1 or crc32c(data[6:]) != crc:
-                raise ValueError("bad version or CRC")
-            pos = _SNAP_HEAD.size
-            for _ in range(count):
-                pid, epoch, ts, n = _ENTRY.unpack_from(data, pos)
-                pos += _ENTRY.size
-                entry = ProducerStateEntry(pid, epoch, ts)
-                for _ in range(n):
-                    entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
-                    pos += _BATCH.size
-                self.producers[pid] = entry
-            return True
-        except (OSError, ValueError, struct.error) as e:
-            log.warning("ignoring producer snapshot %s: %s", path, e)
-            _unlink(path)
-            return False
+        self._snapshot_moved(None, offset)
+        for old in self.snapshot_offsets()[:-SNAPSHOTS_TO_KEEP]:
+            self._forget_snapshot(old)
 
 
 def expire_producers(logs: Iterable[Log], now_ms: int, expiration_ms: int) -> int:
@@ -323,36 +295,14 @@ def expire_producers(logs: Iterable[Log], now_ms: int, expiration_ms: int) -> in
                for lg in logs if lg.producer_state.loaded)
 
 
-def _headers(buf: memoryview) -> Iterator[BatchHeader]:
-    pos = 0
-    while pos + HEADER_SIZE <= len(buf):
-        h = BatchHeader.parse(buf, pos)
-        yield h
-        pos += h.size_in_bytes
-
-
-def _log_headers(plog: Any, start: int, end: int) -> Iterator[BatchHeader]:
-    """Headers of the batches holding offsets in [start, end), read with pread (no records)."""
-    for seg in plog.segments.from_offset(start):
+def log_producer_batches(segments: LogSegments, start: int, end: int) -> Iterable[ProducerBatch]:
+    """The producer batches of the log holding offsets in [start, end), in log order."""
+    for seg in segments.from_offset(start):
+        if seg.base_offset >= end:
+            return
         loc = seg.translate_offset(start) if seg.base_offset <= start else None
         position = loc.position if loc is not None else 0
-        while position + HEADER_SIZE <= seg.size:
-            raw = os.pread(seg.fd, HEADER_SIZE, position)
-            if len(raw) < HEADER_SIZE:
-                return
-            h = BatchHeader.parse(raw)
-            if h.batch_length + LOG_OVERHEAD < HEADER_SIZE or h.base_offset >= end:
-                return
-            if h.next_offset > start:
-                yield h
-            position += h.size_in_bytes
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        yield from read_producer_batches_of(seg.fd, position, seg.size, start, end)
 
 
 class ProducerSnapshot:

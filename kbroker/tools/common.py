@@ -79,3 +79,10 @@ def _kafka_error(e: Any) -> Any:
     if isinstance(e, BaseException):
         return e.args[0] if e.args else None
     return e  # some AdminClient results hand over the KafkaError itself
+
+
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    """Rows as left-aligned columns, the first row the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(" ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())

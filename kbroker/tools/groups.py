@@ -28,6 +28,7 @@ from kbroker.tools.common import (
     UsageError,
     connection_options,
     error_text,
+    print_table,
     run_action,
 )
 
@@ -125,7 +126,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             member, host, client = owner.get((topic, partition), ("-", "-", "-"))
             rows.append((group, topic, str(partition), str(current) if current >= 0 else "-",
                          str(end) if end >= 0 else "-", str(lag), member, host, client))
-        _print_table(rows)
+        print_table(rows)
     return status
 
 
@@ -140,12 +141,6 @@ def _log_end_offsets(bootstrap: str, tps: set[tuple[str, int]], timeout: float) 
         return {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=timeout)[1] for tp in tps}
     finally:
         c.close()
-
-
-def _print_table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print(" ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _delete(admin: Any, args: argparse.Namespace) -> int:
@@ -178,7 +173,7 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
             targets[partition] = min(max(args.to_offset, low), high)
     rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     rows += [(args.group, args.topic, str(p), str(o)) for p, o in targets.items()]
-    _print_table(rows)
+    print_table(rows)
     if not args.execute:
         print("(dry run: add --execute to apply)")
         return 0

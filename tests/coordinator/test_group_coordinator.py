@@ -263,7 +263,7 @@ def test_store_failures_map_as_kafkas(error: BaseException, expected: int) -> No
 
 @pytest.mark.parametrize("name,expected", [("", 0), ("a", 97), ("group-1", 293458018)])
 def test_java_string_hash(name: str, expected: int) -> None:
-    from kbroker.coordinator.offsets_topic import java_string_hash
+    from kbroker.utils.java_hash import java_string_hash
 
     if name == "group-1":
         expected = sum(ord(c) * 31 ** (len(name) - 1 - i) for i, c in enumerate(name))

@@ -39,10 +39,12 @@ def test_find_coordinator_creates_the_internal_topic(kbroker_broker: Any) -> Non
         assert r.coordinators[0].port == kbroker_broker.port
         old = c.call(FindCoordinatorRequest(key="g1"), 0)
         assert (old.error_code, old.node_id, old.port) == (0, 0, kbroker_broker.port)
+        assert metadata(c, "__transaction_state").error_code == E.UNKNOWN_TOPIC_OR_PARTITION
         txn = c.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["t"]), 4)
-        assert txn.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
-        t = metadata(c, OFFSETS_TOPIC)
-        assert t.error_code == E.NONE and t.is_internal and len(t.partitions) == 50
+        assert (txn.coordinators[0].error_code, txn.coordinators[0].node_id) == (E.NONE, 0)
+        for name in (OFFSETS_TOPIC, "__transaction_state"):
+            t = metadata(c, name)
+            assert t.error_code == E.NONE and t.is_internal and len(t.partitions) == 50
 
 
 def join(c: WireClient, version: int, member_id: str = "", instance: str | None = None) -> Any:

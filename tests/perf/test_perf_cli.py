@@ -52,6 +52,14 @@ def test_all_options() -> None:
     assert options.client_config == {"socket.nagle.disable": "true"}
 
 
+def test_transactional_options() -> None:
+    options = options_from_args(parse("produce", *BASE, "--transactional", "--records-per-transaction", "50"))
+    assert options.transactional and options.records_per_transaction == 50
+    assert not options_from_args(parse("produce", *BASE)).transactional
+    with pytest.raises(ValueError):
+        options_from_args(parse("produce", *BASE, "--records-per-transaction", "0"))
+
+
 def test_e2e_defaults_to_no_linger() -> None:
     assert options_from_args(parse("e2e", *BASE)).linger_ms == 0.0
 

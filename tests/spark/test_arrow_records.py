@@ -95,6 +95,30 @@ def test_range_cuts_inside_batches_and_skips_control_batches() -> None:
     assert "headers" not in batch.schema.names
 
 
+def test_read_committed_skips_aborted_transactions() -> None:
+    from kbroker.records.control_record import end_txn_marker
+
+    def txn(pid: int, base: int, n: int = 2) -> bytes:
+        return make_batch([Rec(b"%d-%d" % (pid, i)) for i in range(n)], base_offset=base,
+                          producer_id=pid, producer_epoch=0, base_sequence=0, attributes=0x10)
+
+    def marker(pid: int, offset: int, commit: bool) -> bytes:
+        data = bytearray(end_txn_marker(pid, 0, commit, 0, TS))
+        data[0:8] = offset.to_bytes(8, "big")
+        return bytes(data)
+
+    # pid 1 aborted (0-1, marker 4), pid 2 committed (2-3, marker 5), pid 1 again (6-7) open
+    data = txn(1, 0) + txn(2, 2) + marker(1, 4, False) + marker(2, 5, True) + txn(1, 6)
+    cols = ColumnarRecords()
+    assert cols.add_records(data, 0, 8, [(1, 0)]) == (8, 2)
+    assert cols.num_rows == 4  # 2, 3 (pid 2) and 6, 7 (pid 1's next transaction)
+    batch = decode_to_batch(data, 0, 8, "t", 0, arrow_schema(kafka_schema(include_headers=False)))
+    assert batch.column("offset").to_pylist() == [0, 1, 2, 3, 6, 7]  # read_uncommitted
+    cols = ColumnarRecords()
+    cols.add_records(data, 1, 8, [(1, 0)])
+    assert cols.num_rows == 4  # offsets 2, 3, 6, 7: the abort marker ended pid 1's skipping
+
+
 def test_partial_batch_at_the_end_is_left_for_the_next_fetch() -> None:
     b1 = make_batch(sample_records(), base_offset=0, base_timestamp=TS)
     b2 = make_batch(sample_records(), base_offset=4, base_timestamp=TS)

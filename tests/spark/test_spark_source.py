@@ -83,6 +83,31 @@ def test_batch_read_matches_what_was_produced(spark: Any, broker: Broker, topic:
     assert "headers" not in read(spark, servers, subscribe=topic).columns
 
 
+def test_read_committed_skips_aborted_and_open_transactions(spark: Any, broker: Broker,
+                                                            topic: str) -> None:
+    servers = broker.bootstrap_servers
+    p = ck.Producer({"bootstrap.servers": servers, "transactional.id": f"spark-{topic}"})
+    p.init_transactions(30)
+    for txn in range(6):
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, b"%d-%d" % (txn, i), partition=i % 3)
+        p.flush(30)
+        if txn % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"open", partition=0)
+    p.flush(30)
+    committed = sorted(bytes(r.value) for r in read(
+        spark, servers, subscribe=topic, **{"kafka.isolation.level": "read_committed"}).collect())
+    assert committed == sorted(b"%d-%d" % (t, i) for t in (0, 2, 4) for i in range(10))
+    everything = [bytes(r.value) for r in read(spark, servers, subscribe=topic).collect()]
+    assert len(everything) == 61 and b"open" in everything
+    p.abort_transaction(30)
+
+
 def test_offsets_options(spark: Any, broker: Broker, topic: str) -> None:
     servers = broker.bootstrap_servers
     acked = produce(servers, topic, 300, headers=False)

@@ -94,7 +94,7 @@ def test_recover_rebuilds_indexes_and_truncates(tmp_path: object) -> None:
         f.write(b"\x00" * 30)  # a torn append
     os.unlink(seg.offset_index.path)
     seg = new_segment(str(tmp_path))
-    truncated, epochs = seg.recover()
+    truncated, epochs, _ = seg.recover()
     assert truncated == 30 and seg.size == 30 * sizes[0] and seg.next_offset == 90
     assert bytes(memoryview(seg.offset_index.buffer)[: entries * 8]) == raw
     assert epochs == [(0, 0)]

@@ -14,8 +14,10 @@ AppendNotifier and re-reads when one of its partitions is appended to.
 Topics are named (v4-12) or identified by topic_id (v13+; UNKNOWN_TOPIC_ID when
 the id is unknown). Forgotten topics and session epochs are ignored: a client
 that asks for a session gets session_id 0 and keeps sending full fetches.
-read_committed returns an empty aborted_transactions list (transactions are
-another issue); read_uncommitted returns null, as Kafka does.
+read_committed (isolation_level 1) reads up to the last stable offset and lists the
+aborted transactions overlapping what it returns (producer id and first offset, from
+the segments' transaction indexes), so that the client drops their records;
+read_uncommitted reads up to the high watermark and returns null, as Kafka does.
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; `current_leader_epoch`
 older than the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH). A
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
 
 READ_COMMITTED = 1
 
@@ -202,6 +205,10 @@ def _read_partition(
         pd.error_code = e.error_code
         return pd
     records = data.records
+    if committed and records is not None:
+        pd.aborted_transactions = [
+            AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+            for t in plog.collect_aborted_transactions(fp.fetch_offset, data)]
     if records is not None and records.size > 0:
         # A small slice is read now (the writer would copy it anyway, to send it with the
         # bytes around it): a Fetch over thousands of partitions then holds no descriptor

@@ -1,11 +1,10 @@
 """FindCoordinator (key 10), v0-6: which broker coordinates a group.
 
-key_type 0 (group): the leader of the group's __consumer_offsets partition (on a
-single broker, this one), after creating the topic if needed (as Kafka does on first
+key_type 0 (group): the leader of the group's __consumer_offsets partition; key_type 1
+(transaction): the leader of the transactional id's __transaction_state partition. On a
+single broker both are this one. The topic is created if needed (as Kafka does on first
 lookup; in a cluster that takes a moment: COORDINATOR_NOT_AVAILABLE meanwhile, and
-while the partition has no leader). key_type 1 (transaction):
-COORDINATOR_NOT_AVAILABLE until transactions exist. v4+ batches keys in
-`coordinator_keys` (KIP-699).
+while the partition has no leader). v4+ batches keys in `coordinator_keys` (KIP-699).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import logging
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
-from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME
+from kbroker.coordinator.internal_topic import InternalTopic
 from kbroker.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -41,22 +40,23 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordina
 def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     broker = ctx.broker
     if key_type == GROUP:
-        coord = coordinator(ctx)
-        if coord.loading:
+        if coordinator(ctx).loading:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        try:
-            created = broker.offsets_topic.ensure_created()
-        except Exception:
-            log.exception("creating __consumer_offsets failed")
-            return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not created:
-            return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                          "the group coordinator's topic __consumer_offsets is being created")
-        tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, broker.offsets_topic.partition_for(key))
+        topic: InternalTopic = broker.offsets_topic
+        ensure_created = topic.ensure_created
     elif key_type == TRANSACTION:
-        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet")
+        topic = broker.transaction_topic
+        ensure_created = broker.ensure_transaction_topic
     else:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
+    try:
+        created = ensure_created()
+    except Exception:
+        log.exception("creating %s failed", topic.name)
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not created:
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the coordinator's topic {topic.name} is being created")
+    tp = TopicPartition(topic.name, topic.partition_for(key))
     # The coordinator is the leader of the key's partition (this broker, on a single one).
     pm = broker.cluster.partition(tp)
     node = broker.cluster.broker(pm.leader) if pm is not None and pm.leader >= 0 else None

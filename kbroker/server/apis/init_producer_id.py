@@ -1,12 +1,20 @@
-"""InitProducerId (key 22), v0-5, for idempotent producers (no transactional id).
+"""InitProducerId (key 22), v0-5: producer ids for idempotent and transactional producers.
 
-A new producer gets a fresh producer id with epoch 0. KIP-360 (v3+): a producer
-that sends its current producer id and epoch gets the same id with the epoch
-bumped (a fresh id once the epoch would overflow), which resets its sequences on
-every partition. In a cluster, where any broker may get the request, every producer
-gets a new id (as Kafka answers a producer without a transactional id), from blocks
-claimed in ZooKeeper. A transactional id answers COORDINATOR_NOT_AVAILABLE until
-transactions exist.
+Without a transactional id (an idempotent producer): a fresh producer id with epoch 0.
+KIP-360 (v3+): a producer that sends its current producer id and epoch gets the same
+id with the epoch bumped (a fresh id once the epoch would overflow), which resets its
+sequences on every partition. In a cluster, where any broker may get the request, every
+producer gets a new id (as Kafka answers a producer without a transactional id), from
+blocks claimed in ZooKeeper.
+
+With a transactional id: the transaction coordinator of that id answers (this broker
+must lead its __transaction_state partition, else NOT_COORDINATOR): the id's producer id
+with its epoch bumped, fencing the previous producer of the id and aborting its
+transaction in progress (CONCURRENT_TRANSACTIONS until that is done: the client
+retries); INVALID_TRANSACTION_TIMEOUT for a transaction.timeout.ms above
+transaction.max.timeout.ms. A producer id given without an epoch (or the reverse) is
+INVALID_REQUEST; PRODUCER_FENCED reads INVALID_PRODUCER_EPOCH before v4, as Kafka
+answers older clients.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ log = logging.getLogger(__name__)
 def handle(ctx: RequestContext, request: InitProducerIdRequest
            ) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     if request.transactional_id is not None:
-        return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return _transactional(ctx, request)
     ids = ctx.broker.producer_id_manager
     if isinstance(ids, ZkProducerIdManager):
         # Any broker may get the request in a cluster: a new id every time, as Kafka answers
@@ -44,6 +52,20 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest
         log.exception("persisting the producer id block failed")
         return error_response(request, ctx.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=new_pid, producer_epoch=0)
+
+
+async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    version = ctx.api_version
+    pid, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
+    if (pid < 0) != (epoch < 0):
+        return error_response(request, version, ErrorCode.INVALID_REQUEST)
+    result = await ctx.broker.txn_coordinator.init_producer_id(
+        request.transactional_id or "", request.transaction_timeout_ms, None if pid < 0 else (pid, epoch))
+    code = result.error_code
+    if code == ErrorCode.PRODUCER_FENCED and version < 4:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return InitProducerIdResponse(error_code=code, producer_id=result.producer_id,
+                                  producer_epoch=result.producer_epoch)
 
 
 async def _generate_in_cluster(ids: ZkProducerIdManager, request: InitProducerIdRequest,

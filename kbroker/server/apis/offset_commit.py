@@ -12,7 +12,8 @@ failover never loses an acknowledged commit.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
@@ -20,6 +21,7 @@ from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetC
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext
 
+P = TypeVar("P")
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
@@ -33,28 +35,37 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest
     now = broker.time.milliseconds()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     expire = now + retention if retention >= 0 else -1
-    errors: dict[tuple[str, int], int] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for t in request.topics:
-        info = broker.topics.get(t.name)
-        for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            epoch = p.committed_leader_epoch if version >= 6 else -1
-            offsets[tp] = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "",
-                                            now, expire)
+    errors, offsets = requested_offsets(ctx, [(t.name, t.partitions) for t in request.topics], lambda p: (
+        OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+                          p.committed_metadata or "", now, expire)))
     if offsets:
         instance_id = request.group_instance_id if version >= 7 else None
         errors.update(coordinator(ctx).commit_offsets(
             request.group_id, request.member_id, instance_id,
             request.generation_id_or_member_epoch, offsets))
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
-            waited = broker.offsets_topic.wait_replicated(request.group_id, REPLICATION_TIMEOUT_S)
+            waited = broker.offsets_topic.wait_group_replicated(request.group_id, REPLICATION_TIMEOUT_S)
             if waited is not None:
                 return _after_replication(request, errors, waited)
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+def requested_offsets(ctx: RequestContext, topics: list[tuple[str, list[P]]],
+                      offset_of: Callable[[P], OffsetAndMetadata]
+                      ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
+    """The offsets of a commit request by partition, and UNKNOWN_TOPIC_OR_PARTITION for the
+    partitions that do not exist."""
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for name, partitions in topics:
+        info = ctx.broker.topics.get(name)
+        for p in partitions:
+            index = p.partition_index  # type: ignore[attr-defined]
+            if info is None or not 0 <= index < info.partitions:
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[(name, index)] = offset_of(p)
+    return errors, offsets
 
 
 async def _after_replication(request: OffsetCommitRequest, errors: dict[tuple[str, int], int],
@@ -62,14 +73,23 @@ async def _after_replication(request: OffsetCommitRequest, errors: dict[tuple[st
     """Cluster mode: the commit is acknowledged once replicated (acks=all, as Kafka's);
     a failed wait maps as Kafka maps its append errors for offset commits."""
     code = await waited
-    if code != ErrorCode.NONE:
-        mapped = (ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-                  else ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        errors = {tp: (mapped if e == ErrorCode.NONE else e) for tp, e in errors.items()}
-        failed = {(t.name, p.partition_index) for t in request.topics for p in t.partitions}
-        for tp in failed - set(errors):
-            errors[tp] = mapped
+    all_tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    errors = replication_errors(code, errors, all_tps)
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+def replication_errors(code: int, errors: dict[tuple[str, int], int],
+                       partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The partitions' errors once the replication wait ended with `code`: a failure fails
+    the partitions that had none, mapped as Kafka maps its append errors for commits."""
+    if code == ErrorCode.NONE:
+        return errors
+    mapped = (ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+              else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    out = {tp: (mapped if e == ErrorCode.NONE else e) for tp, e in errors.items()}
+    for tp in partitions:
+        out.setdefault(tp, mapped)
+    return out
 
 
 def _response(request: OffsetCommitRequest, error_of: Callable[[tuple[str, int]], int]) -> OffsetCommitResponse:

@@ -1,8 +1,10 @@
 """OffsetFetch (key 9), v1-9: committed offsets of a group (v8+: of several groups).
 
 A partition without a committed offset answers offset -1, empty metadata and
-leader epoch -1. A null topic list (v2+) means every offset the group has.
-require_stable (v7+) needs no wait: without transactions no offset is pending.
+leader epoch -1. A null topic list (v2+) means every offset the group has. Offsets
+committed in a transaction in progress are not visible; with require_stable (v7+) a
+partition that has one answers UNSTABLE_OFFSET_COMMIT (offset -1), so a consumer of an
+exactly-once pipeline waits until the transaction ends instead of reading an old offset.
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ Offsets = dict[tuple[str, int], OffsetAndMetadata | None]
 
 def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     coord = coordinator(ctx)
+    stable = ctx.api_version >= 7 and request.require_stable
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
             wanted = None if g.topics is None else _wanted((t.name, t.partition_indexes) for t in g.topics)
             err, offsets = coord.fetch_offsets(g.group_id, wanted)
+            unstable = coord.unstable_offsets(g.group_id) if stable and err == ErrorCode.NONE else set()
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
-                    R.OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.NONE,
-                                                    **_fields(om)) for p, om in parts])
+                    R.OffsetFetchResponsePartitions(partition_index=p, **_partition(name, p, om, unstable))
+                    for p, om in parts])
                     for name, parts in _by_topic(offsets)]))
         return OffsetFetchResponse(groups=groups)
     topics = request.topics
@@ -39,10 +43,13 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
     err, offsets = coord.fetch_offsets(request.group_id, wanted)
     if err != ErrorCode.NONE and ctx.api_version < 2:
         offsets = dict.fromkeys(wanted or (), None)
+    unstable = coord.unstable_offsets(request.group_id) if stable and err == ErrorCode.NONE else set()
     return OffsetFetchResponse(error_code=err, topics=[
         R.OffsetFetchResponseTopic(name=name, partitions=[
-            R.OffsetFetchResponsePartition(partition_index=p, error_code=err if ctx.api_version < 2 else 0,
-                                           **_fields(om)) for p, om in parts])
+            R.OffsetFetchResponsePartition(
+                partition_index=p, **_partition(name, p, om, unstable,
+                                                err if ctx.api_version < 2 else ErrorCode.NONE))
+            for p, om in parts])
         for name, parts in _by_topic(offsets)])
 
 
@@ -55,6 +62,13 @@ def _by_topic(offsets: Offsets) -> list[tuple[str, list[tuple[int, OffsetAndMeta
     for (topic, p), om in offsets.items():
         out.setdefault(topic, []).append((p, om))
     return [(t, sorted(parts, key=lambda x: x[0])) for t, parts in out.items()]
+
+
+def _partition(topic: str, partition: int, om: OffsetAndMetadata | None, unstable: set[tuple[str, int]],
+               error: int = ErrorCode.NONE) -> dict[str, Any]:
+    if (topic, partition) in unstable:
+        return {"error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT, **_fields(None)}
+    return {"error_code": error, **_fields(om)}
 
 
 def _fields(om: OffsetAndMetadata | None) -> dict[str, Any]:

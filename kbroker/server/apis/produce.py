@@ -23,6 +23,12 @@ requests on the partition are woken after each append.
 Versions 0-2 (magic 0/1 message sets) are advertised only so that librdkafka
 2.0.2 keeps compression enabled (librdkafka #4956); such requests get
 UNSUPPORTED_VERSION per partition.
+
+Transactional batches (KIP-98) need the request's transactional_id: without one the
+whole request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does.
+The producer state refuses a transactional producer's batch from a fenced epoch
+(INVALID_PRODUCER_EPOCH) and a non-transactional batch in the middle of its transaction
+(INVALID_TXN_STATE); clients may not write control batches (INVALID_RECORD).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from kbroker.records.batch_header import ATTRIBUTES_POS, TRANSACTIONAL_BIT
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
 log = logging.getLogger(__name__)
@@ -50,6 +57,8 @@ MIN_IMPLEMENTED_VERSION = 3
 def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     version = ctx.api_version
     acks = request.acks
+    if request.transactional_id is None and _has_transactional_records(request):
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     responses = []
     flushes: list[tuple[PartitionResponse, Future[None]]] = []
     replicated: list[tuple[PartitionResponse, asyncio.Future[int]]] = []
@@ -146,6 +155,18 @@ def _append(
         else:
             waited = result
     return response, info.flushed, waited
+
+
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    """Whether any partition's first batch is transactional (a producer writes its
+    transactional batches with nothing else, as Kafka's ProduceRequest checks)."""
+    for topic in request.topic_data:
+        for pd in topic.partition_data:
+            records = pd.records
+            if isinstance(records, memoryview | bytes | bytearray) and len(records) > ATTRIBUTES_POS + 1:
+                if records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_BIT:
+                    return True
+    return False
 
 
 def _error(index: int, code: int, message: str | None = None) -> PartitionResponse:

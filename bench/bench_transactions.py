@@ -1,0 +1,123 @@
+"""Transactional against idempotent produce throughput, and the EndTxn round trip.
+
+Issue 14's goal: a transactional producer writing 1000 records per transaction within
+15% of the idempotent producer's throughput, with the EndTxn round trip p99 reported.
+Each repeat starts a fresh broker (a new process on a free port, new data dir) and runs,
+on it, one after the other (which goes first alternates between repeats):
+
+    idempotent     kbroker perf produce --acks all -X enable.idempotence=true
+    transactional  kbroker perf produce --transactional --records-per-transaction N
+
+with the same records (1 KiB by default), producer processes, partitions and linger.
+The transactional producer waits for its records' acknowledgements before each commit,
+so commit_transaction's duration is the EndTxn round trip (kbroker/perf/produce.py).
+
+    python bench/bench_transactions.py                       # 500k records, 3 repeats
+    python bench/bench_transactions.py --records 1000000 --records-per-transaction 100
+    python bench/bench_transactions.py --same-session         # the broker in this session
+
+A transactional producer waits for each commit, so its throughput follows the client-
+broker round trip; the idempotent producer keeps its pipeline full and does not. On a
+machine whose kernel groups scheduling by session (sched_autogroup) and that is busy
+with other work, a broker in a session of its own (as the other benchmarks start it)
+answers every round trip later: --same-session shows the difference.
+
+Results go to bench/results/transactions.json: every run, the medians, and the ratio
+transactional / idempotent of the median records/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from brokers import RunningBroker, resolve_spec  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "transactions.json"
+GOAL = 0.85
+
+
+def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) -> dict[str, Any]:
+    topic = f"bench-{mode}"
+    extra = (["--transactional", "--records-per-transaction", str(args.records_per_transaction)]
+             if mode == "transactional" else ["-X", "enable.idempotence=true"])
+    done = subprocess.run(
+        [sys.executable, "-m", "kbroker.perf", "produce", "--bootstrap-server", broker.bootstrap,
+         "--topic", topic, "--partitions", str(args.partitions), "--num-records", str(args.records),
+         "--record-size", str(args.record_size), "--producers", str(args.producers), "--acks", "all",
+         "--linger-ms", "5", "--quiet", "--timeout", "600", "--json", str(out), *extra],
+        capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"perf produce ({mode}) failed:\n{done.stdout}\n{done.stderr}")
+    result = json.loads(out.read_text())["result"]
+    row = {"records": result["records"], "errors": result["errors"],
+           "records_per_s": result["records_per_s"], "mb_per_s": result["mb_per_s"],
+           "produce_p99_ms": result["latency"]["percentiles_ms"]["p99"]}
+    end_txn = result["extra"].get("end_txn_latency")
+    if end_txn:
+        row.update(transactions=result["extra"]["transactions"], end_txn_avg_ms=end_txn["avg_ms"],
+                   end_txn_p50_ms=end_txn["percentiles_ms"]["p50"],
+                   end_txn_p99_ms=end_txn["percentiles_ms"]["p99"], end_txn_max_ms=end_txn["max_ms"])
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--broker", default="kbroker", help="kbroker, kbroker-ref:<ref> or another spec")
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--records-per-transaction", type=int, default=1000)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--same-session", action="store_true",
+                    help="start the broker in this session (see the module docstring)")
+    ap.add_argument("--json", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    spec = resolve_spec(args.broker)
+    if spec.prepare:
+        spec.prepare()
+    runs: dict[str, list[dict[str, Any]]] = {"idempotent": [], "transactional": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="kbroker-bench-txn-") as tmp:
+            for repeat in range(args.repeats):
+                broker = RunningBroker(spec, Path(tmp), partitions=args.partitions,
+                                       own_session=not args.same_session)
+                try:
+                    broker.wait_ready()
+                    order = ["idempotent", "transactional"]
+                    for mode in order if repeat % 2 == 0 else order[::-1]:
+                        runs[mode].append(perf(broker, args, mode, Path(tmp) / f"{mode}-{repeat}.json"))
+                finally:
+                    broker.stop()
+    finally:
+        if spec.cleanup:
+            spec.cleanup()
+    median = {mode: {k: statistics.median(r[k] for r in rs) for k in rs[0] if isinstance(rs[0][k], float)}
+              for mode, rs in runs.items()}
+    ratio = median["transactional"]["records_per_s"] / median["idempotent"]["records_per_s"]
+    for mode, row in median.items():
+        print(f"{mode:14} {row['records_per_s']:>12,.0f} records/s {row['mb_per_s']:8.2f} MB/s "
+              f"produce p99 {row['produce_p99_ms']:.2f} ms"
+              + (f", EndTxn p50 {row['end_txn_p50_ms']:.2f} ms p99 {row['end_txn_p99_ms']:.2f} ms"
+                 if "end_txn_p99_ms" in row else ""))
+    print(f"transactional / idempotent throughput: {ratio:.3f} (goal >= {GOAL})")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"broker": spec.name, "options": {k: v for k, v in vars(args).items()
+                                                                      if k != "json"},
+                                     "runs": runs, "median": median, "ratio": ratio, "goal": GOAL},
+                                    indent=2, default=str))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
