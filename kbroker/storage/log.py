@@ -647,9 +647,17 @@ class Log:
         return job.future
 
     def _logged(self, write: Callable[[], None], what: str) -> None:
-        """Run a background write on the flush thread; a failure is logged, never dropped."""
+        """Run a background write on the flush thread; a failure is logged, never dropped.
+        A write queued before the log was deleted or moved to another dir is dropped: its
+        directory is gone (and must not come back)."""
+        if self.closed:
+            return
         try:
             write()
+        except FileNotFoundError:
+            if not self.closed:
+                self._io_failed(f"writing the {what} of {self.topic_partition}", FileNotFoundError(
+                    f"{self.dir} disappeared"))
         except OSError as e:
             self._io_failed(f"writing the {what} of {self.topic_partition}", e)
 

@@ -14,15 +14,14 @@ import os
 
 def write_atomically(path: str, data: bytes | str, *, sync: bool = True) -> None:
     """sync=False skips both fsyncs: for a caller that syncs the whole filesystem once
-    after writing many files (sync_filesystem), as bulk partition creation does."""
+    after writing many files (sync_filesystem), as bulk partition creation does.
+
+    The directory must exist (FileNotFoundError otherwise): a late write for a partition
+    whose directory was deleted or moved away must not bring an empty one back."""
     directory = os.path.dirname(os.path.abspath(path))
     view = memoryview(data.encode() if isinstance(data, str) else data)
     tmp = f"{path}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    except FileNotFoundError:
-        os.makedirs(directory, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         while view:
             view = view[os.write(fd, view):]
