@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from kbroker.cluster.zookeeper_ensemble import ZooKeeperEnsemble
 from kbroker.cluster.zookeeper_server import ZooKeeperServer, die_with_parent, free_port
 from kbroker.utils.atomic_file import write_atomically
 
@@ -142,11 +143,14 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, directory: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, str] | None = None, *, first_id: int = 1,
-                 host: str = "127.0.0.1", zookeeper: ZooKeeperServer | None = None,
-                 chroot: str = CHROOT, zookeeper_port: int | None = None) -> None:
+                 host: str = "127.0.0.1",
+                 zookeeper: ZooKeeperServer | None = None,
+                 chroot: str = CHROOT, zookeeper_port: int | None = None,
+                 ensemble: ZooKeeperEnsemble | None = None) -> None:
         """`zookeeper`: a running server to use (not stopped by this Cluster; give each
         cluster on it its own `chroot`); by default the Cluster runs its own, on
-        `zookeeper_port` if given."""
+        `zookeeper_port` if given. `ensemble`: a running ZooKeeper ensemble to use instead
+        (not stopped either)."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._temp = directory is None
@@ -155,7 +159,8 @@ class Cluster:
         self.host = host
         if zookeeper is not None and zookeeper_port is not None:
             raise ValueError("zookeeper_port is for the Cluster's own ZooKeeper")
-        self._own_zookeeper = zookeeper is None
+        self.ensemble = ensemble
+        self._own_zookeeper = zookeeper is None and ensemble is None
         self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper",
                                                       zookeeper_port, host)
         self._zookeeper_port = zookeeper_port
@@ -167,7 +172,8 @@ class Cluster:
 
     @property
     def zookeeper_connect(self) -> str:
-        return self.zookeeper.connect_string + self.chroot
+        quorum = self.ensemble.connect_string if self.ensemble else self.zookeeper.connect_string
+        return quorum + self.chroot
 
     @property
     def bootstrap_servers(self) -> str:
