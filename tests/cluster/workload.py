@@ -140,6 +140,16 @@ class ProducerWorkload:
 
 
 # -- reading back and checking ----------------------------------------------------------------------
+def high_watermark(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}"})
+    try:
+        _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition),
+                                                    timeout=timeout)
+        return int(high)
+    finally:
+        consumer.close()
+
+
 def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 60.0
                    ) -> list[tuple[int, bytes]]:
     """Every record of the partition below its high watermark: (offset, value)."""
