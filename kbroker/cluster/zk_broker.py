@@ -31,7 +31,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from kbroker.client.connection import KafkaClientError
 from kbroker.cluster import zk_data
@@ -60,6 +66,9 @@ log = logging.getLogger(__name__)
 ALTER_PARTITION_VERSION = 1
 CONTROLLED_SHUTDOWN_VERSION = 3
 RETRY_BACKOFF_S = 0.2
+# ZooKeeper errors that say nothing about the request itself: the connection or session
+# went away under it (kazoo reconnects by itself).
+ZK_RETRIABLE = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 
 class ClusterIdMismatch(KafkaError):
@@ -186,21 +195,29 @@ class ZkBroker:
         announced = False
         while True:
             try:
-                _path, stat = await self.zk.create(path, data, ephemeral=True)
-                break
-            except NodeExistsError:
-                found = await self.zk.get(path)
-                if found is not None and found[1].ephemeralOwner == self.zk.session_id:
-                    stat = found[1]
+                try:
+                    _path, stat = await self.zk.create(path, data, ephemeral=True)
                     break
-                if time.monotonic() > deadline:
-                    raise KafkaError(f"broker id {self.broker_id} is registered in ZooKeeper by "
-                                     "another live broker") from None
-                if not announced:
-                    log.info("broker %d is still registered by an earlier session (a crash?): "
-                             "waiting for ZooKeeper to expire it", self.broker_id)
-                    announced = True
-                await asyncio.sleep(0.5)
+                except NodeExistsError:
+                    found = await self.zk.get(path)
+                    if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+                        stat = found[1]  # ours: a create whose answer the connection lost
+                        break
+            except ZK_RETRIABLE as e:
+                # The connection dropped (or the session expired) under the request: kazoo
+                # reconnects by itself; try again, as Kafka retries until connected.
+                log.info("registering broker %d: %s; retrying", self.broker_id, type(e).__name__)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 2 + 5
+                continue
+            if time.monotonic() > deadline:
+                raise KafkaError(f"broker id {self.broker_id} is registered in ZooKeeper by "
+                                 "another live broker") from None
+            if not announced:
+                log.info("broker %d is still registered by an earlier session (a crash?): "
+                         "waiting for ZooKeeper to expire it", self.broker_id)
+                announced = True
+            await asyncio.sleep(0.5)
         self.broker_epoch = stat.czxid
         self.replica_manager.broker_epoch = stat.czxid
         self.registration = BrokerRegistration(self.broker_id, tuple(self._endpoints),
