@@ -25,7 +25,8 @@ Clean-up: `remove()` SIGKILLs every process left in the namespaces (by the PIDs 
 process is gone (a run killed before its finalizers), so runs never meet each other's
 leftovers and a concurrent run is left alone.
 
-`unavailable()` says why no network can be made here (not root, no `ip netns`).
+`unavailable()` says why no network can be made here (not root, no `ip netns`);
+`made_network(ids)` is the whole life of one network (leftovers first, remove() always).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 PREFIX = "kbf-"
 RULE_PRIORITY = 100  # and up: before the main table's lookup (32766), after the local one (0)
@@ -219,3 +221,15 @@ class Network:
 
     def rules(self) -> str:
         return _ip("-n", self.router, "rule", "show")
+
+
+@contextmanager
+def made_network(broker_ids: Iterable[int]) -> Iterator[Network]:
+    """A network for these brokers, after removing earlier runs' leftovers; removed at the
+    end whatever happens (call `unavailable()` first)."""
+    remove_leftovers()
+    net = Network(broker_ids)
+    try:
+        yield net.create()
+    finally:
+        net.remove()

@@ -30,7 +30,7 @@ from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.common.topic_partition import TopicPartition
 
-from .network import Network, remove_leftovers, unavailable
+from .network import Network, made_network, unavailable
 from .replica_logs import divergence, replica_batches
 from .support import create_topic, metadata, partition_view, wait_until
 from .workload import ProducerWorkload, check_exactly_once, high_watermark, read_partition
@@ -50,12 +50,8 @@ def network() -> Iterator[Network]:
     reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
-    remove_leftovers()
-    net = Network(BROKERS)
-    try:
-        yield net.create()
-    finally:
-        net.remove()
+    with made_network(BROKERS) as net:
+        yield net
 
 
 @pytest.fixture
