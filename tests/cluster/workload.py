@@ -15,6 +15,7 @@ its records over partitions and keeps where each landed.)
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from .support import wait_until
+
+# librdkafka's debug contexts for the workload's producer (e.g. "eos,topic,protocol"): its
+# log goes to the test's stderr, kept with a failure's output
+DEBUG = os.environ.get("KBROKER_RDKAFKA_DEBUG", "")
 
 
 # -- the producer workload ------------------------------------------------------------------------
@@ -56,10 +61,12 @@ class ProducerWorkload:
             "topic.metadata.refresh.interval.ms": 1000,
             "retry.backoff.ms": 100,
             "retry.backoff.max.ms": 500,
+            **({"debug": DEBUG} if DEBUG else {}),
             **(config or {}),
         })
         self.acked: dict[int, Acknowledged] = {p: Acknowledged() for p in range(partitions)}
         self.errors: list[str] = []
+        self.fatal: str | None = None
         self.sent = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -70,6 +77,14 @@ class ProducerWorkload:
         return self
 
     def _run(self) -> None:
+        try:
+            self._produce()
+        except KafkaException as e:  # a fatal error (the idempotent producer gave up)
+            with self._lock:
+                self.fatal = str(e)
+                self.errors.append(f"fatal: {e}")
+
+    def _produce(self) -> None:
         seqs = [0] * self.partitions
         interval = 1.0 / self.rate
         next_send = time.monotonic()
@@ -101,6 +116,7 @@ class ProducerWorkload:
 
     def acked_count(self) -> int:
         with self._lock:
+            assert self.fatal is None, f"the producer failed: {self.fatal}"
             return sum(len(a.records) for a in self.acked.values())
 
     def wait_acked(self, more: int, timeout: float, what: str = "") -> None:
@@ -114,6 +130,7 @@ class ProducerWorkload:
         the time the last of them came."""
         def latest() -> float | None:
             with self._lock:
+                assert self.fatal is None, f"the producer failed: {self.fatal}"
                 last = [a.times[-1] if a.times and a.times[-1] > after else None
                         for a in self.acked.values()]
             return None if None in last else max(t for t in last if t is not None)
@@ -130,10 +147,21 @@ class ProducerWorkload:
         gaps = [times[0] - since] + [b - a for a, b in zip(times, times[1:], strict=False)]
         return max(gaps)
 
+    def describe(self) -> str:
+        """Where the workload stands, for a failure message."""
+        now = time.monotonic()
+        with self._lock:
+            parts = [f"partition {p}: {len(a.records)} acknowledged, the last "
+                     f"{now - a.times[-1]:.1f} s ago" if a.times else f"partition {p}: none"
+                     for p, a in self.acked.items()]
+            errors = self.errors[-3:]
+        return f"{self.sent} sent; {'; '.join(parts)}; last errors {errors}"
+
     def stop(self, timeout: float = 120.0) -> None:
         """Stop sending and wait until every record sent has its delivery report."""
         self._stop.set()
         self._thread.join(timeout)
+        assert self.fatal is None, f"the producer failed: {self.fatal}"
         remaining = self.producer.flush(timeout)
         if remaining:
             raise AssertionError(f"{remaining} records still unacknowledged after {timeout:.0f} s")
