@@ -25,6 +25,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from kbroker.records.record_iter import Batch
+
 from .support import wait_until
 
 # librdkafka's debug contexts for the workload's producer (e.g. "eos,topic,protocol"): its
@@ -209,20 +211,81 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 
         consumer.close()
 
 
-def check_exactly_once(acked: Mapping[int, Acknowledged], read: Mapping[int, list[tuple[int, bytes]]]
-                       ) -> dict[int, int]:
-    """The module docstring's invariant; returns the records read per partition."""
+def check_acknowledged(acked: Mapping[int, Acknowledged],
+                       read: Mapping[int, list[tuple[int, bytes]]]) -> None:
+    """Every acknowledged record is read at the offset its delivery report gave, and
+    acknowledged records follow each other in the order they were sent."""
     for partition, acknowledged in acked.items():
-        records = read[partition]
-        at_offset = dict(records)
+        at_offset = dict(read[partition])
         for seq, offset in acknowledged.records:
             value = at_offset.get(offset)
             assert value == str(seq).encode(), (
                 f"partition {partition}: acknowledged sequence {seq} at offset {offset}, "
                 f"read {value!r} there")
+        in_log_order = [seq for seq, _offset in sorted(acknowledged.records, key=lambda r: r[1])]
+        assert in_log_order == sorted(in_log_order), (
+            f"partition {partition}: acknowledged records are out of order in the log")
+
+
+def check_exactly_once(acked: Mapping[int, Acknowledged], read: Mapping[int, list[tuple[int, bytes]]]
+                       ) -> dict[int, int]:
+    """The module docstring's invariant; returns the records read per partition."""
+    check_acknowledged(acked, read)
+    for partition, records in read.items():
         seqs = [int(v) for _o, v in records]
         for i in range(1, len(seqs)):
             assert seqs[i] > seqs[i - 1], (
                 f"partition {partition}: sequence {seqs[i]} at offset {records[i][0]} follows "
                 f"{seqs[i - 1]} (a duplicate or a reordering)")
     return {p: len(r) for p, r in read.items()}
+
+
+@dataclass(frozen=True)
+class LoggedRecord:
+    """A workload record as a replica's log holds it, with its batch's producer epoch."""
+
+    offset: int
+    producer_epoch: int
+    sequence: int
+
+
+def logged_records(batches: list[Batch], high_watermark: int) -> list[LoggedRecord]:
+    return [LoggedRecord(r.offset, b.header.producer_epoch, int(r.value or b"-1"))
+            for b in batches if b.header.base_offset < high_watermark
+            for r in b.records() if r.offset < high_watermark]
+
+
+def check_idempotent_log(partition: int, acknowledged: Acknowledged,
+                         records: list[LoggedRecord]) -> int:
+    """The broker's side of exactly once, from a replica's log: within one producer
+    epoch, sequences strictly increase (no duplicate, no reordering); a record may appear
+    again only in a later producer epoch, its earlier copies never acknowledged. That is
+    the client's doing: librdkafka's idempotent producer bumps its epoch to recover
+    from a sequence gap on any partition (KIP-360) and sends again, with new sequence
+    numbers, the records whose outcome it did not know (a request that timed out, or
+    whose broker died) even if they had been written; Kafka brokers cannot tell those
+    copies apart either. Returns how many such copies the log holds."""
+    last_in_epoch: dict[int, LoggedRecord] = {}
+    copies: dict[int, list[LoggedRecord]] = {}
+    for r in records:
+        previous = last_in_epoch.get(r.producer_epoch)
+        assert previous is None or r.sequence > previous.sequence, (
+            f"partition {partition}: sequence {r.sequence} at offset {r.offset} follows "
+            f"{previous.sequence} at offset {previous.offset} in producer epoch "
+            f"{r.producer_epoch} (a duplicate or a reordering)")
+        last_in_epoch[r.producer_epoch] = r
+        copies.setdefault(r.sequence, []).append(r)
+    acked_offsets = {offset for _seq, offset in acknowledged.records}
+    resent = 0
+    for seq, found in copies.items():
+        if len(found) == 1:
+            continue
+        epochs = [r.producer_epoch for r in found]
+        assert epochs == sorted(set(epochs)), (
+            f"partition {partition}: sequence {seq} at offsets {[r.offset for r in found]} "
+            f"in producer epochs {epochs}")
+        early = [r.offset for r in found[:-1] if r.offset in acked_offsets]
+        assert not early, (f"partition {partition}: sequence {seq} acknowledged at {early} and "
+                           f"written again at {found[-1].offset}")
+        resent += len(found) - 1
+    return resent
