@@ -674,11 +674,13 @@ class Broker:
             trace = ProtocolTrace(self.trace, loop) if self.trace is not None else None
             server = SocketServer(state, loop, trace)
             self.server = server
-            server.start()
+            # A cluster broker serves nobody before it is registered (see listener.py).
+            server.start(accepting=state.zk_broker is None)
             state.endpoints.update(_advertised(self.config, server))
             if state.zk_broker is not None:
                 await state.zk_broker.start(
                     [(name, host, port) for name, (host, port) in state.endpoints.items()])
+                server.start_accepting()
         except BaseException:
             await state.stop_cluster()
             if self.server is not None:

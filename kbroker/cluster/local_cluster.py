@@ -19,7 +19,9 @@ ports of the last start, which ports.json keeps:
 
 Each broker is `python -m kbroker serve` with node.id, listeners (a port of its own,
 kept across restarts), log.dirs and zookeeper.connect (with the chroot /kbroker) as
-overrides, plus the caller's overrides. Every process is started in a session of its
+overrides, plus the caller's overrides. With `namespaces`, a broker runs in a network
+namespace of its own (`ip netns exec`, made by the caller) and listens on that
+namespace's address, port 9092. Every process is started in a session of its
 own, is sent SIGTERM when the process that started it dies (PR_SET_PDEATHSIG), and is signalled by
 its PID only: stop() sends SIGTERM (a controlled shutdown), kill() SIGKILL.
 
@@ -44,12 +46,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from kbroker.cluster.zookeeper_ensemble import ZooKeeperEnsemble
 from kbroker.cluster.zookeeper_server import ZooKeeperServer, die_with_parent, free_port
 from kbroker.utils.atomic_file import write_atomically
 
 CHROOT = "/kbroker"
 READY_TIMEOUT_S = 90.0
 PORTS_FILE = "ports.json"
+NAMESPACE_PORT = 9092  # a broker alone in its network namespace has every port to itself
 
 
 class ClusterError(RuntimeError):
@@ -60,11 +64,12 @@ class BrokerProcess:
     """One kbroker process of a Cluster."""
 
     def __init__(self, broker_id: int, directory: Path, port: int, props: Mapping[str, str],
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", netns: str | None = None) -> None:
         self.broker_id = broker_id
         self.directory = directory
         self.port = port
         self.host = host
+        self.netns = netns  # the network namespace it runs in (None: the caller's)
         self.props = dict(props)
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -86,6 +91,8 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self, extra: Mapping[str, str] | None = None, netns: str | None = None) -> None:
+        """`netns`: run in this network namespace (default: the broker's own, if any)."""
+        netns = netns or self.netns
         if self.is_running():
             raise ClusterError(f"broker {self.broker_id} is already running")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -142,11 +149,17 @@ class Cluster:
 
     def __init__(self, brokers: int = 3, directory: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, str] | None = None, *, first_id: int = 1,
-                 host: str = "127.0.0.1", zookeeper: ZooKeeperServer | None = None,
-                 chroot: str = CHROOT, zookeeper_port: int | None = None) -> None:
+                 host: str = "127.0.0.1",
+                 zookeeper: ZooKeeperServer | None = None,
+                 chroot: str = CHROOT, zookeeper_port: int | None = None,
+                 ensemble: ZooKeeperEnsemble | None = None,
+                 namespaces: Mapping[int, tuple[str, str]] | None = None) -> None:
         """`zookeeper`: a running server to use (not stopped by this Cluster; give each
         cluster on it its own `chroot`); by default the Cluster runs its own, on
-        `zookeeper_port` if given."""
+        `zookeeper_port` if given. `ensemble`: a running ZooKeeper ensemble to use instead
+        (not stopped either). `namespaces`: broker id -> (network namespace, its address)
+        for brokers that run in one (made by the caller: it must reach ZooKeeper, and the
+        caller it)."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._temp = directory is None
@@ -155,11 +168,13 @@ class Cluster:
         self.host = host
         if zookeeper is not None and zookeeper_port is not None:
             raise ValueError("zookeeper_port is for the Cluster's own ZooKeeper")
-        self._own_zookeeper = zookeeper is None
+        self.ensemble = ensemble
+        self._own_zookeeper = zookeeper is None and ensemble is None
         self.zookeeper = zookeeper or ZooKeeperServer(self.directory / "zookeeper",
                                                       zookeeper_port, host)
         self._zookeeper_port = zookeeper_port
         self.chroot = chroot
+        self.namespaces = dict(namespaces or {})
         self.overrides = dict(overrides or {})
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
@@ -167,7 +182,8 @@ class Cluster:
 
     @property
     def zookeeper_connect(self) -> str:
-        return self.zookeeper.connect_string + self.chroot
+        quorum = self.ensemble.connect_string if self.ensemble else self.zookeeper.connect_string
+        return quorum + self.chroot
 
     @property
     def bootstrap_servers(self) -> str:
@@ -176,12 +192,12 @@ class Cluster:
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
 
-    def broker_props(self, broker_id: int, port: int) -> dict[str, str]:
+    def broker_props(self, broker_id: int, port: int, host: str | None = None) -> dict[str, str]:
         directory = self.directory / f"broker-{broker_id}"
         rf = str(min(3, self._count))
         return {
             "node.id": str(broker_id),
-            "listeners": f"PLAINTEXT://{self.host}:{port}",
+            "listeners": f"PLAINTEXT://{host or self.host}:{port}",
             "log.dirs": str(directory / "logs"),
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.session.timeout.ms": "6000",
@@ -200,9 +216,13 @@ class Cluster:
                 self.zookeeper.start()
             for i in range(self._count):
                 broker_id = self._first_id + i
-                port = self._reusable(last.get("brokers", {}).get(str(broker_id))) or free_port(self.host)
+                netns, host = self.namespaces.get(broker_id, (None, self.host))
+                if netns is not None:
+                    port = NAMESPACE_PORT
+                else:
+                    port = self._reusable(last.get("brokers", {}).get(str(broker_id))) or free_port(host)
                 broker = BrokerProcess(broker_id, self.directory / f"broker-{broker_id}", port,
-                                       self.broker_props(broker_id, port), self.host)
+                                       self.broker_props(broker_id, port, host), host, netns)
                 self.brokers[broker_id] = broker
                 broker.start()
             self._write_ports()

@@ -14,6 +14,9 @@ states:
               batches are appended byte for byte (Log.append_as_follower checks their
               CRCs) and the high watermark follows the leader's, capped at our log end.
 
+An answer applies only to the fetch state it was asked for: a LeaderAndIsr that
+replaced the partition's state while the request was in flight wins.
+
 Errors per partition: FENCED_LEADER_EPOCH drops the partition until the controller's
 next LeaderAndIsr; NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and the like retry after
 `replica.fetch.backoff.ms` (the leader has not heard from the controller yet);
@@ -200,11 +203,19 @@ class ReplicaFetcher:
                 for topic, states in by_topic.items()])
             response = await self.channel.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION,
                                                   self.config.replica_socket_timeout_ms / 1000)
+            asked = {s.partition.topic_partition: s for s in pending}
             for t in response.topics:
                 for p in t.partitions:
-                    state = self.partitions.get(TopicPartition(t.topic, p.partition))
+                    state = self._current(asked, TopicPartition(t.topic, p.partition))
                     if state is not None and state.truncating:
                         self._truncation_answer(state, p.error_code, p.leader_epoch, p.end_offset)
+
+    def _current(self, asked: dict[TopicPartition, FetchState], tp: TopicPartition) -> FetchState | None:
+        """The partition's state if it is still the one the request was made for: a
+        LeaderAndIsr may have replaced it meanwhile (another leader epoch), and an answer
+        about the old epoch says nothing about the new one."""
+        state = self.partitions.get(tp)
+        return state if state is not None and state is asked.get(tp) else None
 
     def _truncation_answer(self, state: FetchState, error: int, leader_epoch: int, end_offset: int) -> None:
         tp = state.partition.topic_partition
@@ -265,9 +276,10 @@ class ReplicaFetcher:
         if response.error_code != ErrorCode.NONE:
             raise KafkaClientError(f"Fetch failed: {ErrorCode(response.error_code).name}",
                                    response.error_code)
+        asked = {s.partition.topic_partition: s for s in ready}
         for t in response.responses:
             for pd in t.partitions:
-                state = self.partitions.get(TopicPartition(t.topic, pd.partition_index))
+                state = self._current(asked, TopicPartition(t.topic, pd.partition_index))
                 if state is not None and not state.truncating:
                     self._process(state, pd)
         return True

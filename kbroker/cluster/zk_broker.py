@@ -12,9 +12,8 @@ Start, in order:
   5. take part in the controller election.
 
 Then: ISR shrink checks (every replica.lag.time.max.ms / 2) and high watermark
-checkpoints (replica.high.watermark.checkpoint.interval.ms); AlterPartition requests
-to the controller for the leaders' ISR changes (batched per loop turn, retried on
-NOT_CONTROLLER or a lost connection); fencing when ZooKeeper goes silent (see
+checkpoints (replica.high.watermark.checkpoint.interval.ms); the leaders' ISR changes
+to the controller (AlterPartition, alter_partition_manager.py); fencing when ZooKeeper goes silent (see
 zk_client.py) and re-registration after a session expiry; on stop, a controlled
 shutdown (controlled.shutdown.enable) before the session closes.
 
@@ -28,18 +27,23 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from kbroker.client.connection import KafkaClientError
 from kbroker.cluster import zk_data
+from kbroker.cluster.alter_partition_manager import AlterPartitionManager
 from kbroker.cluster.broker_channel import BrokerChannel
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
 from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from kbroker.cluster.metadata_cache import ZkMetadataCache
-from kbroker.cluster.partition import Partition, PartitionState
 from kbroker.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.cluster.zk_admin import AdminZkClient
@@ -49,7 +53,6 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig
-from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from kbroker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
@@ -57,20 +60,15 @@ from kbroker.utils.periodic import every
 
 log = logging.getLogger(__name__)
 
-ALTER_PARTITION_VERSION = 1
 CONTROLLED_SHUTDOWN_VERSION = 3
 RETRY_BACKOFF_S = 0.2
+# ZooKeeper errors that say nothing about the request itself: the connection or session
+# went away under it (kazoo reconnects by itself).
+ZK_RETRIABLE = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 
 class ClusterIdMismatch(KafkaError):
     pass
-
-
-@dataclass
-class _IsrChange:
-    partition: Partition
-    new_isr: tuple[int, ...]
-    future: asyncio.Future[PartitionState]
 
 
 class ZkBroker:
@@ -105,15 +103,16 @@ class ZkBroker:
             replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
             replica_socket_timeout_ms=config.replica_socket_timeout_ms), self.broker_endpoint)
         replica_manager.fetchers = self.fetchers
-        replica_manager.alter_isr = self.alter_isr
+        self.alter_partitions = AlterPartitionManager(
+            self.broker_id, self._channel_to_controller, lambda: self.broker_epoch,
+            config.request_timeout_ms / 1000)
+        replica_manager.alter_isr = self.alter_partitions.submit
         replica_manager.topic_config = self.topic_config
         self.cluster_id = ""
         self.broker_epoch = -1
         self.registration: BrokerRegistration | None = None
         self._endpoints: list[tuple[str, str, int]] = []
         self._tasks: list[asyncio.Task[Any]] = []
-        self._isr_changes: list[_IsrChange] = []
-        self._isr_flush: asyncio.Task[None] | None = None
         self._controller_channel: BrokerChannel | None = None
         self._controller_channel_target = -1
         self._last_config_change = -1
@@ -186,21 +185,29 @@ class ZkBroker:
         announced = False
         while True:
             try:
-                _path, stat = await self.zk.create(path, data, ephemeral=True)
-                break
-            except NodeExistsError:
-                found = await self.zk.get(path)
-                if found is not None and found[1].ephemeralOwner == self.zk.session_id:
-                    stat = found[1]
+                try:
+                    _path, stat = await self.zk.create(path, data, ephemeral=True)
                     break
-                if time.monotonic() > deadline:
-                    raise KafkaError(f"broker id {self.broker_id} is registered in ZooKeeper by "
-                                     "another live broker") from None
-                if not announced:
-                    log.info("broker %d is still registered by an earlier session (a crash?): "
-                             "waiting for ZooKeeper to expire it", self.broker_id)
-                    announced = True
-                await asyncio.sleep(0.5)
+                except NodeExistsError:
+                    found = await self.zk.get(path)
+                    if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+                        stat = found[1]  # ours: a create whose answer the connection lost
+                        break
+            except ZK_RETRIABLE as e:
+                # The connection dropped (or the session expired) under the request: kazoo
+                # reconnects by itself; try again, as Kafka retries until connected.
+                log.info("registering broker %d: %s; retrying", self.broker_id, type(e).__name__)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 2 + 5
+                continue
+            if time.monotonic() > deadline:
+                raise KafkaError(f"broker id {self.broker_id} is registered in ZooKeeper by "
+                                 "another live broker") from None
+            if not announced:
+                log.info("broker %d is still registered by an earlier session (a crash?): "
+                         "waiting for ZooKeeper to expire it", self.broker_id)
+                announced = True
+            await asyncio.sleep(0.5)
         self.broker_epoch = stat.czxid
         self.replica_manager.broker_epoch = stat.czxid
         self.registration = BrokerRegistration(self.broker_id, tuple(self._endpoints),
@@ -273,8 +280,7 @@ class ZkBroker:
         self._stopping = True
         for task in list(self._tasks):
             task.cancel()
-        if self._isr_flush is not None:
-            self._isr_flush.cancel()
+        self.alter_partitions.shutdown()
         self.fetchers.shutdown()
         await self.controller.shutdown()
         if self._controller_channel is not None:
@@ -311,76 +317,6 @@ class ZkBroker:
                 if name == self.listener:
                     return host, port
         return None
-
-    # -- AlterPartition ---------------------------------------------------------------------------
-    def alter_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> asyncio.Future[PartitionState]:
-        fut: asyncio.Future[PartitionState] = self.loop.create_future()
-        self._isr_changes.append(_IsrChange(partition, new_isr, fut))
-        if self._isr_flush is None or self._isr_flush.done():
-            self._isr_flush = asyncio.ensure_future(self._send_isr_changes())
-        return fut
-
-    async def _send_isr_changes(self) -> None:
-        await asyncio.sleep(0)  # gather the changes of this loop turn
-        while self._isr_changes and not self._stopping:
-            changes, self._isr_changes = self._isr_changes, []
-            by_tp = {c.partition.topic_partition: c for c in changes}
-            try:
-                response = await self._send_alter_partition(list(by_tp.values()))
-            except (KafkaClientError, KafkaError) as e:
-                log.debug("AlterPartition failed (%s); retrying", e)
-                if self._controller_channel is not None:
-                    self._controller_channel.reset()
-                pending = [c for c in by_tp.values() if not c.future.done()
-                           and c.partition.is_leader
-                           and c.partition.leader_epoch == c.partition.state.leader_epoch]
-                self._isr_changes = pending + self._isr_changes
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                continue
-            self._apply(by_tp, response)
-
-    async def _send_alter_partition(self, changes: list[_IsrChange]) -> AlterPartitionResponse:
-        channel = self._channel_to_controller()
-        if channel is None:
-            raise KafkaError("no controller known", ErrorCode.NOT_CONTROLLER)
-        by_topic: dict[str, list[AlterPartitionRequest.PartitionData]] = {}
-        for c in changes:
-            state = c.partition.state
-            by_topic.setdefault(c.partition.topic_partition.topic, []).append(
-                AlterPartitionRequest.PartitionData(
-                    partition_index=c.partition.topic_partition.partition,
-                    leader_epoch=state.leader_epoch, new_isr=list(c.new_isr),
-                    partition_epoch=state.partition_epoch))
-        response: AlterPartitionResponse = await channel.request(AlterPartitionRequest(
-            broker_id=self.broker_id, broker_epoch=self.broker_epoch,
-            topics=[AlterPartitionRequest.TopicData(topic_name=t, partitions=parts)
-                    for t, parts in by_topic.items()]), ALTER_PARTITION_VERSION,
-            timeout_s=self.config.request_timeout_ms / 1000)
-        if response.error_code != ErrorCode.NONE:
-            raise KafkaError(f"AlterPartition: {ErrorCode(response.error_code).name}",
-                             response.error_code)
-        return response
-
-    def _apply(self, by_tp: dict[TopicPartition, _IsrChange], response: AlterPartitionResponse) -> None:
-        for t in response.topics:
-            for p in t.partitions:
-                change = by_tp.pop(TopicPartition(t.topic_name, p.partition_index), None)
-                if change is None or change.future.done():
-                    continue
-                if p.error_code != ErrorCode.NONE:
-                    change.future.set_exception(KafkaError(
-                        f"AlterPartition of {change.partition.topic_partition}: "
-                        f"{ErrorCode(p.error_code).name}", p.error_code))
-                    change.future.exception()
-                    continue
-                old = change.partition.state
-                change.future.set_result(PartitionState(
-                    p.leader_id, p.leader_epoch, tuple(p.isr), old.replicas, p.partition_epoch,
-                    old.controller_epoch, old.adding, old.removing))
-        for change in by_tp.values():
-            if not change.future.done():
-                change.future.set_exception(KafkaError("no answer for the partition"))
-                change.future.exception()
 
     # -- topic configs ------------------------------------------------------------------------------
     async def topic_config(self, topic: str) -> LogConfig:

@@ -271,14 +271,30 @@ class ZooKeeperClient:
     # -- watches (the callback runs on the loop)
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
-        """callback(children) now and after every change, also across sessions."""
+        """callback(children) now, after every change and after every reconnection, also
+        across sessions. (kazoo's recipe stays silent after a reconnection when the
+        children's names are those it saw before, yet a child may have been replaced
+        meanwhile: a broker that restarted while the controller was disconnected
+        registers again under the same id, with a new epoch.)"""
         def changed(children: list[str]) -> bool:
             if self._closed:
                 return False
             self.loop.call_soon_threadsafe(callback, list(children))
             return True
 
+        def read(result: Any) -> None:  # kazoo's callback thread
+            try:
+                children = result.get_nowait()
+            except Exception:  # disconnected again: the next reconnection reads again
+                return
+            changed(children)
+
+        def reconnected(state: str) -> None:  # kazoo's connection thread: must not block
+            if state == KazooState.CONNECTED and not self._closed:
+                self.kazoo.get_children_async(path).rawlink(read)
+
         ChildrenWatch(self.kazoo, path, changed)
+        self.kazoo.add_listener(reconnected)
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], None]) -> None:
         """callback(data, stat) now and after every change (None, None: no znode)."""

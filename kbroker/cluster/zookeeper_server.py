@@ -1,17 +1,20 @@
 """A real ZooKeeper server for a local cluster: Debian's `zookeeper` package (3.8) run as a
 foreground JVM on loopback, as its init script runs it (QuorumPeerMain with a zoo.cfg; with
-no `server.N` lines it is a standalone server).
+no `server.N` lines it is a standalone server, with a `Quorum` it is one member of an
+ensemble: see zookeeper_ensemble.py).
 
 Used by `kbroker cluster up`, `kbroker.Cluster` and the tests. It writes, in its directory:
 
     zoo.cfg        tickTime, dataDir, clientPort (a free port on 127.0.0.1, chosen here:
                    ZooKeeper reads clientPort=0 as "not set"), the admin server off,
                    the `ruok`/`srvr` four-letter words on (the readiness probe)
-    data/          snapshots and transaction logs
+    data/          snapshots and transaction logs (and `myid`, an ensemble member's id)
     zookeeper.log  the JVM's output
 
-start() returns once the server answers `ruok` with `imok`; stop() sends SIGTERM to the
-JVM's PID and SIGKILL after a grace period. Nothing else is ever signalled.
+start() returns once the server answers `ruok` with `imok` (a standalone server) or
+`srvr` with a `Mode:` (an ensemble member: it has joined a quorum and serves); stop()
+sends SIGTERM to the JVM's PID and SIGKILL after a grace period, kill() SIGKILL at once.
+Nothing else is ever signalled.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -87,14 +91,37 @@ def ensure_installed(log: Callable[[str], None] = print) -> None:
     raise ZooKeeperError(f"could not install {DEBIAN_PACKAGE}: {install.stderr.decode(errors='replace')}")
 
 
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One ensemble member as zoo.cfg names it: server.<server_id>=host:quorum_port:election_port."""
+
+    server_id: int
+    host: str
+    quorum_port: int
+    election_port: int
+
+    def config_line(self) -> str:
+        return f"server.{self.server_id}={self.host}:{self.quorum_port}:{self.election_port}"
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """An ensemble member's view of the ensemble: its own id and every member."""
+
+    server_id: int
+    peers: tuple[QuorumPeer, ...]
+
+
 class ZooKeeperServer:
-    """One standalone ZooKeeper on 127.0.0.1. See the module docstring."""
+    """One ZooKeeper on 127.0.0.1 (standalone, or a member of a `quorum`). See the module
+    docstring."""
 
     def __init__(self, directory: str | os.PathLike[str], port: int | None = None,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", quorum: Quorum | None = None) -> None:
         self.directory = Path(directory)
         self.host = host
         self.port = port
+        self.quorum = quorum
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._log_offset = 0
@@ -115,21 +142,27 @@ class ZooKeeperServer:
         return self.directory / "zookeeper.log"
 
     def start(self, timeout: float = 60.0) -> ZooKeeperServer:
-        if not os.path.exists(ZOOKEEPER_JAR):
-            raise ZooKeeperError(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): "
-                                 f"apt-get install {DEBIAN_PACKAGE}, or run scripts/bootstrap test")
-        java = find_java()
         fixed_port = self.port is not None
         for _attempt in range(1 if fixed_port else 5):  # a free port can be taken meanwhile
             if not fixed_port:
                 self.port = free_port(self.host)
-            self._spawn(java)
-            if self._wait_ready(timeout):
+            self.spawn()
+            if self.wait_ready(timeout):
                 return self
             self.stop()
             if "Address already in use" not in self.output():
                 break
         raise ZooKeeperError(f"ZooKeeper did not start on {self.host}:{self.port}:\n{self.output()[-4000:]}")
+
+    def spawn(self) -> None:
+        """Start the JVM without waiting for it (an ensemble starts its members together:
+        none serves before a quorum is up). Needs a port."""
+        if not os.path.exists(ZOOKEEPER_JAR):
+            raise ZooKeeperError(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): "
+                                 f"apt-get install {DEBIAN_PACKAGE}, or run scripts/bootstrap test")
+        if self.port is None:
+            raise ZooKeeperError("spawn() needs a client port")
+        self._spawn(find_java())
 
     def _spawn(self, java: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -144,6 +177,7 @@ class ZooKeeperServer:
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat\n"
             "maxClientCnxns=0\n"
+            + self._quorum_config()
         )
         classpath = ":".join([str(self.directory), ZOOKEEPER_JAR, SLF4J_BINDING])
         args = [java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -155,16 +189,39 @@ class ZooKeeperServer:
                                      stdout=log_file, stderr=subprocess.STDOUT,
                                      preexec_fn=die_with_parent, start_new_session=True)
 
-    def _wait_ready(self, timeout: float) -> bool:
+    def _quorum_config(self) -> str:
+        """An ensemble member's lines (and its dataDir/myid); "" for a standalone server."""
+        if self.quorum is None:
+            return ""
+        (self.directory / "data" / "myid").write_text(f"{self.quorum.server_id}\n")
+        lines = [p.config_line() for p in self.quorum.peers]
+        return "\n".join(lines) + "\n"
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Until the server serves (see the module docstring); False if it exited or the
+        timeout passed."""
         assert self.proc is not None and self.port is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
-            if four_letter_word(self.host, self.port, "ruok", 0.5) == "imok":
+            if self.quorum is None:
+                if four_letter_word(self.host, self.port, "ruok", 0.5) == "imok":
+                    return True
+            elif self.mode() is not None:
                 return True
             time.sleep(0.1)
         return False
+
+    def mode(self) -> str | None:
+        """What `srvr` says: "standalone", "leader" or "follower"; None when the server
+        does not answer or does not serve (an ensemble member without a quorum)."""
+        if self.port is None:
+            return None
+        for line in four_letter_word(self.host, self.port, "srvr", 0.5).splitlines():
+            if line.startswith("Mode: "):
+                return line[len("Mode: "):].strip()
+        return None
 
     def output(self) -> str:
         try:
@@ -187,6 +244,16 @@ class ZooKeeperServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def kill(self) -> None:
+        """SIGKILL the JVM (by PID): a crash."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

@@ -9,6 +9,11 @@ and, as Kafka's Selector does (its idle clock counts socket activity, reads or
 writes), connections whose queued response has not moved for as long: a client
 that stops reading cannot pin a response, and the files it slices, forever.
 
+Start: `start(accepting=False)` binds the listeners (their ports are known, and
+connections wait in the backlog) without accepting; `start_accepting()` then serves
+them. A cluster broker does so once it is registered in ZooKeeper, as Kafka enables
+request processing at the end of its startup: before, it knows nothing of the cluster.
+
 Graceful stop: `stop_accepting()`, then `drain(timeout)` lets each connection
 finish and send the responses of requests it already read, then `close_all()`.
 """
@@ -50,7 +55,9 @@ class BoundListener:
         self._failed_accepts = 0
         self._last_accept_log = float("-inf")
         self._resume: asyncio.TimerHandle | None = None
-        server.loop.add_reader(self.sock.fileno(), self._on_acceptable)
+
+    def start_accepting(self) -> None:
+        self.server.loop.add_reader(self.sock.fileno(), self._on_acceptable)
 
     @property
     def name(self) -> str:
@@ -137,13 +144,19 @@ class SocketServer:
         self.request_log = RequestLog(trace)  # kafka.request.logger and the protocol trace
         self.connection_index = itertools.count()  # the last part of Kafka's connection ids
 
-    def start(self) -> None:
+    def start(self, accepting: bool = True) -> None:
         try:
             for lst in self.broker.config.listeners:
                 self.listeners.append(BoundListener(self, lst))
         except OSError:
             self.stop_accepting()
             raise
+        if accepting:
+            self.start_accepting()
+
+    def start_accepting(self) -> None:
+        for lst in self.listeners:
+            lst.start_accepting()
         self._schedule_sweep()
 
     def accepted(self, sock: socket.socket, listener_name: str) -> None:

@@ -594,14 +594,16 @@ class KafkaController:
                 out[tp] = (ErrorCode.FENCED_LEADER_EPOCH, state)
             elif leader_epoch > state.leader_epoch:
                 out[tp] = (ErrorCode.UNKNOWN_LEADER_EPOCH, state)
+            elif tuple(new_isr) == state.isr:
+                # Already so: a retry whose answer was lost, whatever partition epoch it
+                # names (Kafka checks this first, so retries are idempotent)
+                out[tp] = (ErrorCode.NONE, state)
             elif partition_epoch != state.zk_version:
                 out[tp] = (ErrorCode.INVALID_UPDATE_VERSION, state)
             elif broker_id not in new_isr or any(r not in ctx.replicas(tp) for r in new_isr):
                 out[tp] = (ErrorCode.INVALID_REQUEST, state)
             elif any(r not in ctx.live for r in new_isr if r not in state.isr):
                 out[tp] = (ErrorCode.INELIGIBLE_REPLICA, state)
-            elif tuple(new_isr) == state.isr:
-                out[tp] = (ErrorCode.NONE, state)
             else:
                 changes[tp] = LeaderAndIsr(state.leader, state.leader_epoch, tuple(new_isr),
                                            ctx.epoch, state.zk_version)
