@@ -53,7 +53,7 @@ def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) 
         [sys.executable, "-m", "kbroker.perf", "produce", "--bootstrap-server", broker.bootstrap,
          "--topic", topic, "--partitions", str(args.partitions), "--num-records", str(args.records),
          "--record-size", str(args.record_size), "--producers", str(args.producers), "--acks", "all",
-         "--linger-ms", "5", "--quiet", "--timeout", "600", "--json", str(out), *extra],
+         "--linger-ms", str(args.linger_ms), "--quiet", "--timeout", "600", "--json", str(out), *extra],
         capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"perf produce ({mode}) failed:\n{done.stdout}\n{done.stderr}")
@@ -77,6 +77,7 @@ def main() -> int:
     ap.add_argument("--records-per-transaction", type=int, default=1000)
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--linger-ms", type=int, default=5, help="both producers' linger.ms")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--same-session", action="store_true",
                     help="start the broker in this session (see the module docstring)")
