@@ -293,16 +293,19 @@ def tansu_spec(name: str = "tansu") -> BrokerSpec:
     return BrokerSpec(name, command, unset_env=("OTEL_EXPORTER_OTLP_ENDPOINT",))
 
 
-def kbroker_spec(source_dir: Path = REPO_ROOT, name: str = "kbroker") -> BrokerSpec:
+def kbroker_spec(source_dir: Path = REPO_ROOT, name: str = "kbroker",
+                 overrides: dict[str, str] | None = None) -> BrokerSpec:
     """kbroker from a source tree (PYTHONPATH, in-place build), on 127.0.0.1:{port}.
 
     `num.partitions` is the cell's partition count, so auto-created topics
     (for a build without CreateTopics) get the partitions the cell asks for.
+    `overrides`: more broker keys (`kbroker-with:K=V,K=V`).
     """
+    extra = "".join(f" --override {shlex.quote(f'{k}={v}')}" for k, v in (overrides or {}).items())
     command = (
         f"{shlex.quote(sys.executable)} -m kbroker serve "
         f"--override listeners=PLAINTEXT://127.0.0.1:{{port}} --override log.dirs={{data_dir}} "
-        f"--override num.partitions={{partitions}}"
+        f"--override num.partitions={{partitions}}{extra}"
     )
     return BrokerSpec(name, command, env={"PYTHONPATH": str(source_dir)}, cwd=str(source_dir))
 
@@ -338,14 +341,21 @@ def kbroker_ref_spec(ref: str, repo: Path = REPO_ROOT) -> BrokerSpec:
 
 
 def resolve_spec(text: str) -> BrokerSpec:
-    """`tansu`, `kbroker`, `kbroker-ref:<git ref>` or `cmd:<shell command>` -> a BrokerSpec."""
+    """`tansu`, `kbroker`, `kbroker-with:K=V[,K=V]`, `kbroker-ref:<git ref>` or
+    `cmd:<shell command>` -> a BrokerSpec."""
     if text == "tansu":
         return tansu_spec()
     if text == "kbroker":
         return kbroker_spec()
+    if text.startswith("kbroker-with:"):
+        pairs = [kv.split("=", 1) for kv in text.split(":", 1)[1].split(",") if kv]
+        if any(len(kv) != 2 for kv in pairs):
+            raise ValueError(f"{text!r}: use kbroker-with:KEY=VALUE[,KEY=VALUE]")
+        return kbroker_spec(name=text, overrides=dict(pairs))  # type: ignore[arg-type]
     if text.startswith("kbroker-ref:"):
         return kbroker_ref_spec(text.split(":", 1)[1])
     if text.startswith("cmd:"):
         command = text.split(":", 1)[1]
         return BrokerSpec(f"cmd:{command.split()[0]}" if command.split() else "cmd", command)
-    raise ValueError(f"unknown broker {text!r}: use tansu, kbroker, kbroker-ref:<ref> or cmd:<...>")
+    raise ValueError(f"unknown broker {text!r}: use tansu, kbroker, kbroker-with:K=V, kbroker-ref:<ref> "
+                     "or cmd:<...>")

@@ -200,6 +200,8 @@ class BrokerConfig:
     queued_max_requests: int
     queued_max_request_bytes: int
     request_timeout_ms: int
+    fetch_max_bytes: int
+    fetch_partition_response_max_records: int
     # topics
     num_partitions: int
     default_replication_factor: int

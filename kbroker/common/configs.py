@@ -114,6 +114,17 @@ _SERVER = (
          "socket.request.max.bytes."),
     _key("request.timeout.ms", INT, 30000, None,
          "How long the broker waits for another broker to answer (cluster mode)."),
+    _key("fetch.max.bytes", INT, 57671680, at_least(1024),
+         "The most bytes one consumer Fetch response carries, all partitions together "
+         "(a larger first batch still comes), whatever the client asks (KIP-541)."),
+    _key("fetch.partition.response.max.records", INT, 50000, at_least(0),
+         "kbroker's own: about how many records one partition contributes to a consumer's "
+         "Fetch response when the client allows more bytes (cut at a batch boundary from "
+         "the offset index; the first batch always comes); 0: as Kafka, up to the client's "
+         "max.partition.fetch.bytes. librdkafka stops fetching a partition for "
+         "fetch.queue.backoff.ms (1 s) whenever a response leaves more than "
+         "queued.min.messages (100000) records in its queue: 16 MiB of 100-byte records "
+         "did that at every response."),
 )
 
 _TOPICS = (

@@ -367,9 +367,11 @@ class Log:
 
     # -- read -------------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchDataInfo:
+             min_one_message: bool = True, max_records: int = 0) -> FetchDataInfo:
         """A FileSlice starting with the batch that holds fetch_offset, bounded by max_offset
-        (default: the high watermark). OffsetOutOfRangeError outside [log start, log end]."""
+        (default: the high watermark) and, with max_records > 0, ending at a batch boundary
+        after about that many records (LogSegment.read). OffsetOutOfRangeError outside
+        [log start, log end]."""
         self._check_open()
         leo = self.log_end_offset
         if fetch_offset < self.log_start_offset or fetch_offset > leo:
@@ -385,7 +387,7 @@ class Log:
                 break
             max_position = (bound_meta.relative_position_in_segment
                             if seg.base_offset == bound_meta.segment_base_offset else seg.size)
-            got = seg.read(fetch_offset, max_bytes, max_position, min_one_message)
+            got = seg.read(fetch_offset, max_bytes, max_position, min_one_message, max_records)
             if got is None:
                 continue
             position, slice_ = got

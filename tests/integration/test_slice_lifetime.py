@@ -80,7 +80,7 @@ def _read_response(c: WireClient) -> bytes | None:
 
 
 def test_stalled_fetch_keeps_the_deleted_segments_bytes(broker_factory: Any, tmp_path: Path) -> None:
-    broker = broker_factory({"log.segment.delete.delay.ms": "0"}).start()
+    broker = broker_factory({"log.segment.delete.delay.ms": "0", "fetch.partition.response.max.records": "0"}).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     _create(admin, "old", 1)
     _produce(broker.bootstrap_servers, "old", b"O")
@@ -107,7 +107,7 @@ def test_stalled_fetch_keeps_the_deleted_segments_bytes(broker_factory: Any, tmp
 
 
 def test_reader_that_never_reads_is_disconnected(broker_factory: Any) -> None:
-    broker = broker_factory({"connections.max.idle.ms": "1000"}).start()
+    broker = broker_factory({"connections.max.idle.ms": "1000", "fetch.partition.response.max.records": "0"}).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     _create(admin, "big", 1)
     _produce(broker.bootstrap_servers, "big", b"B")

@@ -420,7 +420,8 @@ def test_handler_exception_without_error_shape_closes(
     assert_closed_and_broker_alive(client, kbroker_broker)
 
 
-@pytest.mark.parametrize("kbroker_config", [{"message.max.bytes": "2000000"}])
+@pytest.mark.parametrize("kbroker_config", [{"message.max.bytes": "2000000",
+                                              "fetch.partition.response.max.records": "0"}])
 def test_large_produce_and_fetch_through_a_slow_reader(client: WireClient, kbroker_broker: Broker) -> None:
     import time
 

@@ -4,8 +4,14 @@ For each partition, Log.read returns a FileSlice of whole stored batches, from
 the batch containing `fetch_offset` up to the high watermark (read_uncommitted)
 or the last stable offset (read_committed); the slice goes into the records
 field untouched and is sent with sendfile. Sizes: each partition reads at most
-`partition_max_bytes`, the response at most `max_bytes`, except that the first
-partition with data returns at least one whole batch (KIP-74).
+`partition_max_bytes`, the response at most `max_bytes` (and the broker's
+`fetch.max.bytes`, KIP-541), except that the first partition with data returns at
+least one whole batch (KIP-74). A consumer's partition also stops at the batch
+boundary after about `fetch.partition.response.max.records` records (kbroker's own,
+50000; 0: as Kafka): librdkafka stops fetching a partition for a second
+(fetch.queue.backoff.ms) whenever a response leaves more than queued.min.messages
+(100000) records in its queue, which a 16 MiB answer of 100-byte records (160000
+records) did at every response.
 
 Long poll: while fewer than `min_bytes` are available, no partition has an
 error and `max_wait_ms` has not passed, the request parks on the broker's
@@ -111,6 +117,10 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
         replica_id = -1  # a single broker has no followers: treat it as a consumer
     committed = request.isolation_level == READ_COMMITTED
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    step = 0
+    if replica_id < 0:
+        budget = min(budget, broker.config.fetch_max_bytes)
+        step = broker.config.fetch_partition_response_max_records
     total = 0
     error = False
     tps: list[Any] = []
@@ -140,7 +150,8 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
             if replica_id >= 0:
                 pd = _read_for_follower(partition, replica_id, fp, budget - total, total == 0)
             else:
-                pd = _read_partition(partition.local_log(), fp, committed, budget - total, total == 0)
+                pd = _read_partition(partition.local_log(), fp, committed, budget - total, total == 0,
+                                     step)
             if pd.error_code:
                 error = True
             else:
@@ -184,7 +195,8 @@ def _read_for_follower(partition: Partition, replica_id: int, fp: FetchRequest.F
 
 
 def _read_partition(
-    plog: Log, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool
+    plog: Log, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool,
+    max_records: int = 0,
 ) -> PartitionData:
     high_watermark = plog.high_watermark
     last_stable = plog.last_stable_offset
@@ -200,7 +212,8 @@ def _read_partition(
         records=b"",
     )
     try:
-        data = plog.read(fp.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=first)
+        data = plog.read(fp.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=first,
+                         max_records=max_records)
     except KafkaError as e:
         pd.error_code = e.error_code
         return pd
