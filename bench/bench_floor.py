@@ -7,9 +7,11 @@ this machine spends at least per GB produced; kbroker's figure beside it says ho
 of its produce cost is its own. Each repeat, in turn:
 
     floor      ingest_floor receiving --floor-gb GiB in 1 MiB writes (its own CPU, getrusage)
-    kbroker    a fresh broker taking `kbroker perf produce` (2 producer processes, acks=1,
-               linger 5 ms, 1 MiB batches) of 1 KiB and of 100 B records; broker CPU from
-               /proc, per GiB of record values
+    kbroker    a fresh broker taking 1 KiB and 100 B records from two producers, broker
+               CPU from /proc per GiB of record values: `--client kcat` (default, as issue
+               17 measured: two kcat producers, one per partition, linger 5 ms, 1 MB
+               batches, acks=1) or `--client perf` (`kbroker perf produce`, confluent-kafka
+               in two processes: slower producers, so smaller requests)
 
     python bench/bench_floor.py                 # 3 repeats
     python bench/bench_floor.py --broker tansu  # another broker beside the same floor
@@ -22,17 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
+from bench_kcat_consume import admin_create, kcat  # noqa: E402
 from brokers import RunningBroker, free_port, resolve_spec  # noqa: E402
 
 RESULTS = BENCH / "results" / "floor.json"
@@ -67,22 +70,42 @@ def floor_run(binary: Path, work: Path, gib: float) -> dict[str, Any]:
     return {"cpu_s_per_gib": result["cpu_s"] / (result["bytes"] / GIB), "elapsed_s": result["elapsed_s"]}
 
 
-def broker_run(spec_text: str, work: Path, record_size: int, records: int) -> dict[str, Any]:
+def broker_run(spec_text: str, work: Path, record_size: int, records: int, client: str) -> dict[str, Any]:
     broker = RunningBroker(resolve_spec(spec_text), work, partitions=2)
     try:
         broker.wait_ready()
-        out = work / "perf.json"
-        args = [sys.executable, "-m", "kbroker.perf", "produce", "--bootstrap-server", broker.bootstrap,
-                "--topic", "floor", "--partitions", "2", "--num-records", str(records),
-                "--record-size", str(record_size), "--producers", "2", "--acks", "1", "--linger-ms", "5",
-                "--batch-size", str(1 << 20), "--quiet", "--json", str(out)]
-        # The topic first (created by perf), then the measured run on a warm broker.
-        cpu0 = broker.cpu_seconds()
-        subprocess.run(args, check=True, capture_output=True, timeout=900)
-        cpu = broker.cpu_seconds() - cpu0
-        result = json.loads(out.read_text())["result"]
+        if client == "kcat":
+            admin_create(broker.bootstrap, "floor")
+            payload = work / "payload"
+            with open(payload, "wb") as f:
+                line = b"x" * (record_size - 1) + b"\n"
+                f.write(line * (records // 2))
+            cpu0 = broker.cpu_seconds()
+            began = time.monotonic()
+            procs = [subprocess.Popen([kcat(), "-P", "-b", broker.bootstrap, "-t", "floor", "-p", str(i),
+                                       "-X", "linger.ms=5", "-X", "batch.size=1000000", "-X", "acks=1",
+                                       "-l", str(payload)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                     for i in range(2)]
+            for p in procs:
+                _, err = p.communicate(timeout=900)
+                if p.returncode != 0:
+                    raise RuntimeError(f"kcat failed: {err.decode()[-500:]}")
+            elapsed = time.monotonic() - began
+            cpu = broker.cpu_seconds() - cpu0
+            payload.unlink()
+            rate = records / elapsed
+        else:
+            out = work / "perf.json"
+            args = [sys.executable, "-m", "kbroker.perf", "produce", "--bootstrap-server", broker.bootstrap,
+                    "--topic", "floor", "--partitions", "2", "--num-records", str(records),
+                    "--record-size", str(record_size), "--producers", "2", "--acks", "1", "--linger-ms", "5",
+                    "--batch-size", str(1 << 20), "--quiet", "--json", str(out)]
+            cpu0 = broker.cpu_seconds()
+            subprocess.run(args, check=True, capture_output=True, timeout=900)
+            cpu = broker.cpu_seconds() - cpu0
+            rate = json.loads(out.read_text())["result"]["records_per_s"]
         gib = records * record_size / GIB
-        return {"cpu_s_per_gib": cpu / gib, "records_per_s": result["records_per_s"]}
+        return {"cpu_s_per_gib": cpu / gib, "records_per_s": rate}
     finally:
         broker.stop()
 
@@ -92,6 +115,7 @@ def main() -> int:
     ap.add_argument("--broker", default="kbroker")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--floor-gb", type=float, default=1.0)
+    ap.add_argument("--client", choices=("kcat", "perf"), default="kcat")
     ap.add_argument("--json", type=Path, default=RESULTS)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kbroker-bench-floor-"))
@@ -101,7 +125,7 @@ def main() -> int:
         for repeat in range(args.repeats):
             runs.append({"repeat": repeat, "kind": "floor", **floor_run(binary, work, args.floor_gb)})
             for name, (size, records) in SIZES.items():
-                runs.append({"repeat": repeat, "kind": name, **broker_run(args.broker, work, size, records)})
+                runs.append({"repeat": repeat, "kind": name, **broker_run(args.broker, work, size, records, args.client)})
             print("repeat", repeat, "  ".join(f"{r['kind']} {r['cpu_s_per_gib']:.2f} CPU-s/GiB"
                                               for r in runs if r["repeat"] == repeat), flush=True)
     finally:
@@ -113,9 +137,9 @@ def main() -> int:
         med = statistics.median(r["cpu_s_per_gib"] for r in runs if r["kind"] == name)
         rate = statistics.median(r["records_per_s"] for r in runs if r["kind"] == name)
         summary[name] = {"cpu_s_per_gib": med, "records_per_s": rate, "ratio_to_floor": med / floor}
-        print(f"{args.broker} produce {name}: {med:.2f} CPU-s/GiB ({rate:,.0f} records/s), {med / floor:.2f}x the floor")
+        print(f"{args.broker} produce ({args.client}) {name}: {med:.2f} CPU-s/GiB ({rate:,.0f} records/s), {med / floor:.2f}x the floor")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"broker": args.broker, "runs": runs, "summary": summary}, indent=1))
+    args.json.write_text(json.dumps({"broker": args.broker, "client": args.client, "runs": runs, "summary": summary}, indent=1))
     print(f"wrote {args.json}")
     return 0
 
