@@ -22,8 +22,8 @@ What it does, in one process (plus Spark's own):
 Without --out, the broker's data, the parquet and Spark's own files live in a temporary
 directory removed at exit. Spark logs errors only and shows no progress bars
 (kbroker.spark.session). Needs kbroker's `spark` and `tools` extras (pyspark >= 4.2,
-pyarrow, pandas < 3; confluent-kafka) and Java 17+ on PATH: without them it says what
-to install.
+pyarrow, pandas < 3; confluent-kafka) and Java 17+ on PATH (`scripts/bootstrap spark`
+installs them): without them it says what to install.
 """
 
 from __future__ import annotations
@@ -180,6 +180,13 @@ def print_summary(summary: dict[str, Any], parquet: str) -> None:
               f"{w['avg']:>9.2f} {w['min']:>9.2f} {w['max']:>9.2f} {w['hosts']:>5}")
 
 
+def install_command() -> str:
+    """How to give the Python running this example kbroker's spark and tools extras."""
+    if Path(sys.prefix).resolve() == ROOT / ".venv":  # the checkout's (scripts/bootstrap)
+        return f"{ROOT / 'scripts' / 'bootstrap'} spark"
+    return f"{sys.executable} -m pip install -e '{ROOT}[spark,tools]'"
+
+
 def missing_requirements() -> str | None:
     """What to install when this Python lacks a module the example needs, else None."""
     try:
@@ -188,8 +195,7 @@ def missing_requirements() -> str | None:
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ModuleNotFoundError as e:
-        return (f"{e}: the example needs kbroker's spark and tools extras; install them into "
-                f"this Python with\n    {sys.executable} -m pip install -e '{ROOT}[spark,tools]'")
+        return f"{e}: the example needs kbroker's Spark extra; install it with\n    {install_command()}"
     if shutil.which("java") is None:
         return ("no java on PATH: Spark needs Java 17+ "
                 "(Debian: apt-get install openjdk-17-jre-headless)")
