@@ -5,6 +5,9 @@ Build modes, chosen by environment variables:
   KBROKER_DEBUG=1      Cython annotate + linetrace, -O0 -g, KBROKER_DEBUG macro defined
   KBROKER_SANITIZE=1   ASan + UBSan (-fsanitize=address,undefined); run with
                        LD_PRELOAD=$(gcc -print-file-name=libasan.so)
+  KBROKER_NO_CORE=1    no extension at all: scripts/bootstrap's editable install, which
+                       then builds the core in place once (`build_ext --inplace`) instead
+                       of a second time in pip's temporary build directory
 
 Every kbroker/_core/*.pyx becomes one extension module. Plain C files in native/
 are linked into exactly one extension each (NATIVE_SOURCES); other modules reach
@@ -19,6 +22,7 @@ from setuptools import Extension, setup
 
 DEBUG = os.environ.get("KBROKER_DEBUG") == "1"
 SANITIZE = os.environ.get("KBROKER_SANITIZE") == "1"
+NO_CORE = os.environ.get("KBROKER_NO_CORE") == "1"
 
 # extension name -> the native C sources it owns
 NATIVE_SOURCES = {
@@ -71,4 +75,4 @@ def extensions() -> list[Extension]:
     )
 
 
-setup(ext_modules=extensions())
+setup(ext_modules=[] if NO_CORE else extensions())

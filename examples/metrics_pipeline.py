@@ -1,7 +1,7 @@
 """Metrics pub/sub on Spark: producers -> kbroker -> Structured Streaming -> topic + parquet.
 
-    python examples/metrics_pipeline.py                 # everything on this machine
-    python examples/metrics_pipeline.py --records 8000 --seconds 20 --out /tmp/metrics-demo
+    .venv/bin/python examples/metrics_pipeline.py       # everything on this machine
+    .venv/bin/python examples/metrics_pipeline.py --records 8000 --seconds 20 --out ./metrics-demo
 
 What it does, in one process (plus Spark's own):
   1. starts an embedded kbroker Broker on 127.0.0.1 (a free port, a temp log dir);
@@ -19,7 +19,11 @@ What it does, in one process (plus Spark's own):
      records published, micro-batches, the final aggregate per window (the last
      update of each key in parquet) and the number of records in the output topic.
 
-Needs pyspark >= 4.2, pyarrow, pandas < 3 and confluent-kafka; Java 17 on PATH.
+Without --out, the broker's data, the parquet and Spark's own files live in a temporary
+directory removed at exit. Spark logs errors only and shows no progress bars
+(kbroker.spark.session). Needs kbroker's `spark` and `tools` extras (pyspark >= 4.2,
+pyarrow, pandas < 3; confluent-kafka) and Java 17+ on PATH (`scripts/bootstrap spark`
+installs them): without them it says what to install.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -35,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 INPUT_TOPIC = "app-metrics"
 OUTPUT_TOPIC = "app-metrics-1m"
@@ -161,12 +167,12 @@ def run(spark: Any, servers: str, out_dir: Path, records: int = 4000,
             "output_topic_records": out_records, "seconds": elapsed}
 
 
-def print_summary(summary: dict[str, Any], out_dir: Path) -> None:
+def print_summary(summary: dict[str, Any], parquet: str) -> None:
     print(f"\npublished {len(summary['published'])} metrics from {len(HOSTS)} hosts to "
           f"'{INPUT_TOPIC}'; the streaming job took {summary['micro_batches']} micro-batches "
           f"({summary['seconds']:.1f} s)")
     print(f"wrote {summary['output_topic_records']} window updates to '{OUTPUT_TOPIC}' and "
-          f"parquet under {out_dir / 'windows'}\n")
+          f"to {parquet}\n")
     print(f"{'window start (UTC)':20} {'metric':11} {'count':>6} {'avg':>9} {'min':>9} "
           f"{'max':>9} {'hosts':>5}")
     for w in summary["windows"]:
@@ -174,27 +180,56 @@ def print_summary(summary: dict[str, Any], out_dir: Path) -> None:
               f"{w['avg']:>9.2f} {w['min']:>9.2f} {w['max']:>9.2f} {w['hosts']:>5}")
 
 
+def install_command() -> str:
+    """How to give the Python running this example kbroker's spark and tools extras."""
+    if Path(sys.prefix).resolve() == ROOT / ".venv":  # the checkout's (scripts/bootstrap)
+        return f"{ROOT / 'scripts' / 'bootstrap'} spark"
+    return f"{sys.executable} -m pip install -e '{ROOT}[spark,tools]'"
+
+
+def missing_requirements() -> str | None:
+    """What to install when this Python lacks a module the example needs, else None."""
+    try:
+        import confluent_kafka  # noqa: F401
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ModuleNotFoundError as e:
+        return f"{e}: the example needs kbroker's Spark extra; install it with\n    {install_command()}"
+    if shutil.which("java") is None:
+        return ("no java on PATH: Spark needs Java 17+ "
+                "(Debian: apt-get install openjdk-17-jre-headless)")
+    return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=4000, help="metrics to publish")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long producers publish")
-    ap.add_argument("--out", type=Path, help="output directory (default: a temp dir)")
+    ap.add_argument("--out", type=Path,
+                    help="keep the parquet output (and the job's checkpoint) in this directory "
+                         "(default: a temporary directory, removed at exit)")
     args = ap.parse_args()
+    missing = missing_requirements()
+    if missing is not None:
+        print(f"metrics_pipeline: {missing}", file=sys.stderr)
+        return 2
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH"))
-        if p)
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     from kbroker.broker import Broker
     from kbroker.spark.session import local_session
 
-    spark = local_session("metrics-pipeline")
     with tempfile.TemporaryDirectory(prefix="metrics-pipeline-") as tmp:
+        spark = local_session("metrics-pipeline", temp_dir=Path(tmp) / "spark")
         out_dir = args.out or Path(tmp) / "out"
+        parquet = (f"parquet under {out_dir / 'windows'}" if args.out else
+                   "parquet in a temporary directory removed at exit (--out DIR keeps it)")
         with Broker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(Path(tmp) / "logs"),
                      "num.partitions": "3"}) as broker:
             print(f"kbroker listening on {broker.bootstrap_servers}")
             summary = run(spark, broker.bootstrap_servers, out_dir, args.records, args.seconds)
-            print_summary(summary, out_dir)
-    spark.stop()
+            print_summary(summary, parquet)
+        spark.stop()
     return 0
 
 

@@ -49,6 +49,7 @@ from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig, ConfigError, Listener, broker_config
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
@@ -377,7 +378,8 @@ class BrokerState:
             except OSError as e:  # the registry on disk still lists it: a restart creates its logs
                 log.warning("could not remove the failed topic %s from the registry: %s", name, e)
             raise
-        log.info("created topic %s (%d partitions, id %s)", name, count, info.topic_id)
+        log.info("created topic %s (%d partitions, id %s)", name, count,
+                 uuid_to_base64(info.topic_id))
         return info
 
     def create_logs(self, info: TopicInfo, partitions: range) -> None:

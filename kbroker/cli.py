@@ -31,10 +31,12 @@ Other subcommands (`topics`, `groups`, `cluster`, `transactions`, `perf`) regist
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from kbroker import __version__
 from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
@@ -46,6 +48,9 @@ from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
 from kbroker.tools import trace as trace_cli
 from kbroker.tools import transactions as transactions_cli
+
+if TYPE_CHECKING:
+    from kbroker.server.listener import BindError
 
 EXIT_CONFIG_ERROR = 2
 
@@ -120,6 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kbroker.broker import Broker
     from kbroker.common.errors import KafkaError
     from kbroker.config import BrokerConfig
+    from kbroker.server.listener import BindError
     from kbroker.utils.malloc import keep_frame_buffers_in_heap
     from kbroker.utils.rlimit import raise_open_file_limit
 
@@ -150,13 +156,27 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except (OSError, KafkaError) as e:  # a dir, a port, ZooKeeper, the cluster id...
+    except BindError as e:
+        print(f"kbroker: cannot start: {e}", file=sys.stderr)
+        if e.errno == errno.EADDRINUSE:
+            print(_port_taken_hint(e), file=sys.stderr)
+        return 1
+    except (OSError, KafkaError) as e:  # a dir, ZooKeeper, the cluster id...
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
         return 1
     if broker.failure is not None:
         print(f"kbroker: stopped: {broker.failure}", file=sys.stderr)
         return 1
     return 0
+
+
+def _port_taken_hint(e: BindError) -> str:
+    """What to do when another process listens on a listener's address."""
+    port = e.listener.port
+    other = f"{e.listener.name}://{e.url_host}:{port + 1 if port < 65535 else 0}"
+    return (f"kbroker: another process listens on {e.url_host}:{port} (a broker already "
+            f"running?); `ss -ltnp 'sport = :{port}'` shows which. To listen elsewhere: "
+            f"--override listeners={other}")
 
 
 # Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it, nor

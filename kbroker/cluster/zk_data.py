@@ -29,16 +29,17 @@ ZooKeeper and the other way round. Paths are below the chroot of `zookeeper.conn
     /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"0",
                                                   "block_end":"999"}
 
-Topic ids are written as Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding.
+Topic ids are written as Kafka's Uuid.toString (kbroker.common.kafka_uuid).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from kbroker.common.kafka_uuid import uuid_from_base64, uuid_to_base64
 
 CLUSTER_ID_PATH = "/cluster/id"
 CONTROLLER_PATH = "/controller"
@@ -124,17 +125,6 @@ def _ints(value: object) -> list[int]:
     return [_int(v) for v in value]
 
 
-# -- topic ids
-
-
-def topic_id_to_string(topic_id: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def topic_id_from_string(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
 # -- /brokers/ids/<id>
 
 
@@ -212,7 +202,7 @@ class TopicAssignment:
 
         return _dump({
             "version": 3,
-            "topic_id": topic_id_to_string(self.topic_id),
+            "topic_id": uuid_to_base64(self.topic_id),
             "partitions": by_partition(self.partitions),
             "adding_replicas": by_partition(self.adding),
             "removing_replicas": by_partition(self.removing),
@@ -229,7 +219,7 @@ class TopicAssignment:
             return {int(p): _ints(r) for p, r in raw.items()}
 
         tid = d.get("topic_id")
-        topic_id = topic_id_from_string(str(tid)) if tid else uuid.uuid4()
+        topic_id = uuid_from_base64(str(tid)) if tid else uuid.uuid4()
         return cls(topic, topic_id, by_partition("partitions"), by_partition("adding_replicas"),
                    by_partition("removing_replicas"))
 

@@ -14,11 +14,11 @@ meta.properties names another cluster or node is refused, as Kafka refuses it.
 
 from __future__ import annotations
 
-import base64
 import os
 import time
 import uuid
 
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.config import ConfigError, parse_properties
 from kbroker.utils.atomic_file import write_atomically
 
@@ -26,7 +26,7 @@ META_PROPERTIES = "meta.properties"
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return uuid_to_base64(uuid.uuid4())
 
 
 def read_meta_properties(log_dir: str) -> dict[str, str] | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kbroker.perf.options import ACKS, COMPRESSION_TYPES, PerfOptions
 from kbroker.perf.stats import RunSummary
+from kbroker.tools.common import DEFAULT_BOOTSTRAP
 
 MODES = ("produce", "consume", "e2e")
 DEFAULT_LINGER_MS = {"produce": 5.0, "consume": 5.0, "e2e": 0.0}
@@ -46,7 +47,8 @@ def configure_parser(perf: argparse.ArgumentParser) -> None:
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                   help=f"the broker to measure (default {DEFAULT_BOOTSTRAP}, as the other tools)")
     p.add_argument("--topic", required=True)
     p.add_argument("--num-records", type=int, required=True, metavar="N")
     p.add_argument("--record-size", type=int, default=1024, metavar="S",

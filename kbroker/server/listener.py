@@ -44,11 +44,27 @@ ACCEPT_BACKOFF_S = 0.1  # after EMFILE/ENFILE: retry accepting this much later
 ACCEPT_LOG_INTERVAL_S = 10.0
 
 
+class BindError(OSError):
+    """A listener's address cannot be bound; the message is Kafka's ("Socket server failed
+    to bind to 127.0.0.1:9092: Address already in use"), errno the cause's."""
+
+    def __init__(self, listener: Listener, cause: OSError) -> None:
+        host = listener.host or "0.0.0.0"
+        self.url_host = f"[{host}]" if ":" in host else host
+        super().__init__(f"Socket server failed to bind to {self.url_host}:{listener.port}: "
+                         f"{cause.strerror or cause}")
+        self.errno = cause.errno
+        self.listener = listener
+
+
 class BoundListener:
     def __init__(self, server: SocketServer, listener: Listener) -> None:
         self.server = server
         self.listener = listener
-        self.sock = _bind(listener.host, listener.port)
+        try:
+            self.sock = _bind(listener.host, listener.port)
+        except OSError as e:
+            raise BindError(listener, e) from e
         self.port: int = self.sock.getsockname()[1]
         self.host = listener.host
         self.bound_host: str = self.sock.getsockname()[0]

@@ -7,7 +7,8 @@ the protocol guide names them (snake_case); fields absent from the version are l
 out. Values:
 
     int8 .. int64, uint16, float64, bool, string   as they are (null stays null)
-    uuid                                            its text form
+    uuid                                            Kafka's text form (Uuid.toString:
+                                                    URL-safe base64, kbroker.common.kafka_uuid)
     bytes                                           base64 (as Kafka's JSON converters);
                                                     a consumer group's subscription and
                                                     assignment bytes (JoinGroup, SyncGroup)
@@ -41,6 +42,7 @@ from functools import cache
 from typing import Any
 
 from kbroker.common.error_code import ErrorCode
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.protocol.codec import DecodeError, Reader, Writer
 from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
@@ -105,11 +107,11 @@ def _value(value: Any, field: FieldSpec, owner: type[Any], top: type[Any], versi
         decoded = _embedded(value, embedded) if embedded is not None else None
         return decoded if decoded is not None else base64.b64encode(value).decode()
     if type_ == "uuid":
-        return str(value)
+        return uuid_to_base64(value)
     if type_.startswith("[]"):
         item = type_[2:]
         if item in _PRIMITIVES:
-            return [str(v) if isinstance(v, uuid.UUID) else v for v in value]
+            return [uuid_to_base64(v) if isinstance(v, uuid.UUID) else v for v in value]
         cls = getattr(top, item)
         return [_struct(v, cls, top, version, records) for v in value]
     if type_ in _PRIMITIVES:

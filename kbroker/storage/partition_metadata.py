@@ -6,25 +6,17 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import uuid
 
+from kbroker.common.kafka_uuid import uuid_from_base64, uuid_to_base64
 from kbroker.utils.atomic_file import write_atomically
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
-def topic_id_to_base64(topic_id: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def topic_id_from_base64(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
 def write_partition_metadata(directory: str, topic_id: uuid.UUID, *, sync: bool = True) -> None:
-    text = f"version: 0\ntopic_id: {topic_id_to_base64(topic_id)}"
+    text = f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}"
     write_atomically(os.path.join(directory, PARTITION_METADATA_FILE), text, sync=sync)
 
 
@@ -37,4 +29,4 @@ def read_partition_metadata(directory: str) -> uuid.UUID | None:
         return None
     if fields.get("version", "").strip() != "0" or "topic_id" not in fields:
         raise ValueError(f"{directory}: malformed {PARTITION_METADATA_FILE}")
-    return topic_id_from_base64(fields["topic_id"].strip())
+    return uuid_from_base64(fields["topic_id"].strip())

@@ -11,7 +11,8 @@ protocol (confluent-kafka's AdminClient), in the spirit of kafka-consumer-groups
 CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID. `reset-offsets`
 prints the plan and changes nothing unless --execute is given (the group must have
 no active members, as in Kafka). Exit status: 0 on success, 1 when the broker
-reports an error, 2 for bad arguments.
+reports an error or, as kafka-consumer-groups.sh says, a described group does not
+exist, 2 for bad arguments.
 
 The `kbroker` CLI wires it in as SUBCOMMANDS["groups"] = (HELP, configure_parser, run).
 """
@@ -98,13 +99,17 @@ def _state_name(state: Any) -> str:
 
 
 def _describe(admin: Any, args: argparse.Namespace) -> int:
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
 
     status = 0
     described = admin.describe_consumer_groups(list(args.group), request_timeout=args.timeout)
     for group in args.group:
         try:
             desc = described[group].result()
+            if desc.state == ConsumerGroupState.DEAD:  # no members, no offsets: none at all
+                print(f"kbroker groups: consumer group '{group}' does not exist", file=sys.stderr)
+                status = EXIT_BROKER_ERROR
+                continue
             offsets = admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=args.timeout)[group].result()
         except Exception as e:

@@ -43,7 +43,7 @@ from typing import Any
 
 from kbroker.client.client import error_name
 from kbroker.common.error_code import ErrorCode
-from kbroker.storage.partition_metadata import topic_id_to_base64
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.tools import protocol_admin, reassign
 from kbroker.tools.common import (
     EXIT_BROKER_ERROR,
@@ -163,7 +163,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
         overrides = ",".join(f"{k}={e.value}" for k, e in sorted(entries.items()) if not e.is_default)
         partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
         rf = len(partitions[0].replica_nodes) if partitions else 0
-        print(f"Topic: {name}\tTopicId: {topic_id_to_base64(topic.topic_id)}\t"
+        print(f"Topic: {name}\tTopicId: {uuid_to_base64(topic.topic_id)}\t"
               f"PartitionCount: {len(partitions)}\tReplicationFactor: {rf}\tConfigs: {overrides}")
         for p in partitions:
             print(partition_line(name, p))

@@ -4,12 +4,16 @@ subprocess."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
 from typing import Any
 
 import pytest
+
+from kbroker.common.kafka_uuid import uuid_to_base64
+from kbroker.storage.partition_metadata import read_partition_metadata
 
 from .conftest import ROOT
 
@@ -76,3 +80,20 @@ def test_topics_cli_validate_only_and_usage(broker_process: Any) -> None:
     assert name not in topics(broker_process, "list").stdout.split()
     usage = topics(broker_process, "create", name, "--config", "novalue")
     assert usage.returncode == 2 and "KEY=VALUE" in usage.stderr
+
+
+def test_topic_ids_read_as_kafka_writes_them_in_describe_and_in_the_broker_log(
+        broker_process: Any) -> None:
+    """URL-safe base64, 22 characters (Kafka's Uuid.toString, kafka-topics.sh --describe),
+    the same text as in the topic's partition.metadata."""
+    name = f"ids-{uuid.uuid4().hex[:8]}"
+    assert topics(broker_process, "create", name, "--partitions", "1").returncode == 0
+    described = topics(broker_process, "describe", name)
+    assert described.returncode == 0, described.stderr
+    topic_id = described.stdout.split("TopicId: ")[1].split("\t")[0]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", topic_id), topic_id
+    on_disk = read_partition_metadata(str(broker_process.log_dir / f"{name}-0"))
+    assert on_disk is not None and topic_id == uuid_to_base64(on_disk)
+    assert f"created topic {name} (1 partitions, id {topic_id})" in broker_process.output()
+    assert topics(broker_process, "delete", name).returncode == 0
+    assert f"deleted topic {name} (id {topic_id})" in broker_process.output()

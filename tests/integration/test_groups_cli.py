@@ -51,3 +51,10 @@ def test_groups_cli(broker_process: Any) -> None:
     deleted = groups(bs, "delete", group)
     assert deleted.returncode == 0 and f"Deleted group {group}" in deleted.stdout
     assert group not in groups(bs, "list").stdout
+
+
+def test_describing_a_group_that_does_not_exist_fails(broker_process: Any) -> None:
+    described = groups(broker_process.bootstrap_servers, "describe", "nosuch-group")
+    assert described.returncode == 1
+    assert "consumer group 'nosuch-group' does not exist" in described.stderr
+    assert "nosuch-group" not in described.stdout

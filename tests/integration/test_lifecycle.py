@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -116,6 +117,18 @@ def test_ill_typed_config_exits_2_naming_the_key(override: str) -> None:
 def test_missing_config_file_exits_2(tmp_path) -> None:
     r = run_cli("serve", str(tmp_path / "nope.properties"))
     assert r.returncode == 2 and "nope.properties" in r.stderr
+
+
+def test_a_taken_port_is_named_with_the_override_that_moves_it(tmp_path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # another process's listener
+        port = taken.getsockname()[1]
+        r = run_cli("serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                    "--override", f"log.dirs={tmp_path}")
+    assert r.returncode == 1
+    assert (f"kbroker: cannot start: Socket server failed to bind to 127.0.0.1:{port}: "
+            "Address already in use") in r.stderr
+    assert f"--override listeners=PLAINTEXT://127.0.0.1:{port + 1}" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_properties_file_and_overrides(tmp_path) -> None:

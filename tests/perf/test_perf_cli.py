@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from kbroker import cli as kbroker_cli
 from kbroker.perf.cli import (
     HELP,
     add_subparser,
@@ -60,6 +61,14 @@ def test_transactional_options() -> None:
         options_from_args(parse("produce", *BASE, "--records-per-transaction", "0"))
 
 
+@pytest.mark.parametrize("argv", [["perf", "produce", "--topic", "t", "--num-records", "1"],
+                                  ["topics", "list"], ["groups", "list"], ["cluster", "status"],
+                                  ["transactions", "list"]])
+def test_every_tool_defaults_to_the_local_broker(argv: list[str]) -> None:
+    args = kbroker_cli.build_parser().parse_args(argv)
+    assert args.bootstrap_server == "127.0.0.1:9092"
+
+
 def test_e2e_defaults_to_no_linger() -> None:
     assert options_from_args(parse("e2e", *BASE)).linger_ms == 0.0
 
@@ -68,7 +77,7 @@ def test_e2e_defaults_to_no_linger() -> None:
     ["produce", *BASE, "--acks", "2"],
     ["produce", *BASE, "--compression", "brotli"],
     ["produce", *BASE, "--payload-file", "f", "--random-pool", "3"],
-    ["produce", "--topic", "t", "--num-records", "1"],
+    ["produce", "--bootstrap-server", "127.0.0.1:9092", "--num-records", "1"],
     ["fly", *BASE],
 ])
 def test_bad_arguments_exit(argv: list[str]) -> None:

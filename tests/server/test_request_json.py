@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 
 from kbroker.common.error_code import ErrorCode
@@ -107,6 +108,13 @@ def test_pre_encoded_metadata_entries_are_read_back() -> None:
     codes, _ = errors(response, 12)
     assert dict(codes) == {"NONE": 1, "LEADER_NOT_AVAILABLE": 1}
     assert to_json(response, 12)["topics"][0]["partitions"][0]["leader_id"] == -1
+
+
+def test_topic_ids_are_kafkas_url_safe_base64() -> None:
+    topic_id = uuid.UUID(bytes=b"\xfb\xef\xbe" * 5 + b"\xff")
+    response = MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(
+        name="t", topic_id=topic_id)])
+    assert to_json(response, 12)["topics"][0]["topic_id"] == "--------------------_w"
 
 
 def test_a_consumer_subscription_is_decoded_other_bytes_are_base64() -> None:

@@ -1,7 +1,9 @@
 """Fixtures for kbroker.spark: one SparkSession and one embedded broker per test session.
 
 Spark start-up costs 10-20 s of CPU, so `spark` is session-scoped (local[2],
-loopback only, UI off, 2 shuffle partitions). `broker` is an embedded kbroker
+loopback only, UI off, 2 shuffle partitions), with what Spark writes to /tmp
+otherwise (spark-*, blockmgr-*, native library copies) in its own pytest
+temporary directory (`spark_temp_dir`). `broker` is an embedded kbroker
 Broker on 127.0.0.1 with 3 partitions per auto-created topic; tests use their
 own topic names (`topic` fixture). Tests that need pyspark carry the `spark`
 marker and are skipped when pyspark or pyarrow is missing.
@@ -32,18 +34,23 @@ def spark_env() -> dict[str, str]:
             "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
 
 
-def new_spark_session(app: str = "kbroker-spark-tests") -> Any:
+def new_spark_session(app: str, temp_dir: Path) -> Any:
     os.environ.update(spark_env())
     from kbroker.spark.session import local_session
 
-    return local_session(app)
+    return local_session(app, temp_dir=temp_dir)
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark_temp_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spark")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_temp_dir: Path) -> Iterator[Any]:
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")
-    session = new_spark_session()
+    session = new_spark_session("kbroker-spark-tests", spark_temp_dir)
     try:
         yield session
     finally:

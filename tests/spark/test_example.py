@@ -1,8 +1,13 @@
-"""examples/metrics_pipeline.py: its output matches the metrics it published."""
+"""examples/metrics_pipeline.py: its output matches the metrics it published; run as a
+user runs it, it prints its results and no Spark chatter, and leaves nothing behind;
+without the Spark extra it says what to install."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +18,14 @@ from tests.spark.conftest import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
+EXAMPLE = ROOT / "examples" / "metrics_pipeline.py"
+# The JVM's own line for the --add-modules Spark's launcher always passes: no setting
+# silences it.
+JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector"
+
 
 def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("metrics_pipeline",
-                                                  ROOT / "examples" / "metrics_pipeline.py")
+    spec = importlib.util.spec_from_file_location("metrics_pipeline", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -45,3 +54,30 @@ def test_metrics_pipeline_output(spark: Any, broker: Broker, tmp_path: Path) -> 
     # every window reached the output topic at least once (updates as they changed)
     assert summary["output_topic_records"] >= len(expected)
     assert summary["micro_batches"] >= 1
+
+
+def test_the_example_runs_quietly_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--records", "400", "--seconds", "1"],
+                          cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
+                          capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stderr
+    assert "published 400 metrics from 4 hosts" in done.stdout
+    assert "parquet in a temporary directory removed at exit (--out DIR keeps it)" in done.stdout
+    assert str(tmp_path) not in done.stdout  # no path that is gone once it exits
+    assert [line for line in done.stderr.splitlines() if line != JVM_WARNING] == []
+    # the broker's data, the parquet, the checkpoint and Spark's own files (spark-*,
+    # blockmgr-*, native library copies) were all in its temporary directory
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_example_without_the_spark_extra_says_what_to_install() -> None:
+    without_pyarrow = ("import runpy, sys; sys.modules['pyarrow'] = None; "
+                       f"sys.argv = [{str(EXAMPLE)!r}]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", without_pyarrow], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert "pyarrow" in done.stderr and "Traceback" not in done.stderr
+    if Path(sys.prefix).resolve() == ROOT / ".venv":  # the checkout's own: scripts/bootstrap
+        assert f"\n    {ROOT}/scripts/bootstrap spark\n" in done.stderr
+    else:
+        assert f"\n    {sys.executable} -m pip install -e '{ROOT}[spark,tools]'\n" in done.stderr

@@ -66,8 +66,9 @@ def test_restart_after_sigkill_loses_and_duplicates_nothing(spark: Any, broker: 
     acked = produce(servers, topic, 1000, headers=False)
     checkpoint, out, log = tmp_path / "ckpt", tmp_path / "out", tmp_path / "driver.log"
     args = [servers, topic, str(checkpoint), str(out)]
+    temp_dir = tmp_path / "spark"
 
-    proc = start_driver([*args, "continuous", "100"], log)
+    proc = start_driver([*args, "continuous", "100", str(temp_dir)], log)
     try:
         deadline = time.monotonic() + 240
         while committed_batches(checkpoint) < 2:
@@ -80,7 +81,7 @@ def test_restart_after_sigkill_loses_and_duplicates_nothing(spark: Any, broker: 
     assert done_before < 1000 // 100, "the query finished before it was killed"
 
     acked.update(produce(servers, topic, 300, headers=False))
-    proc = start_driver([*args, "available-now", "100000"], log)
+    proc = start_driver([*args, "available-now", "100000", str(temp_dir)], log)
     try:
         assert proc.wait(240) == 0, log.read_text()[-3000:]
     finally:

@@ -15,6 +15,7 @@ import uuid
 from collections import Counter
 
 from kbroker.common.error_code import ErrorCode
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.metadata.topic_registry import TopicInfo
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
@@ -42,13 +43,13 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 await _delete_in_cluster(ctx, info, request.timeout_ms)
             else:
                 topic_admin.delete_topic(ctx.broker, info)
-            log.info("deleted topic %s (id %s)", info.name, info.topic_id)
+            log.info("deleted topic %s (id %s)", info.name, uuid_to_base64(info.topic_id))
             results.append(Result(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE))
         except AdminError as e:
             results.append(Result(name=name, topic_id=topic_id, error_code=e.error_code,
                                   error_message=e.message))
         except Exception as e:
-            log.exception("deleting topic %s failed", name or topic_id)
+            log.exception("deleting topic %s failed", name or uuid_to_base64(topic_id))
             results.append(Result(name=name, topic_id=topic_id,
                                   error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)))
     return DeleteTopicsResponse(responses=results)
