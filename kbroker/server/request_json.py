@@ -248,7 +248,7 @@ def _collect(value: Any, cls: type[Any], top: type[Any], version: int, codes: Co
             continue
         found = getattr(value, field.name)
         if nested is None:
-            if field.name == "error_code":
+            if field.name.endswith("error_code"):
                 codes[_error_name(found)] += 1
             elif found:
                 messages[found] = None
@@ -267,7 +267,8 @@ def _error_fields(cls: type[Any], top: type[Any]) -> tuple[tuple[FieldSpec, Any]
     if found is None:
         out = []
         for field in cls.FIELDS:
-            if field.name in ("error_code", "error_message") and field.type in ("int16", "string"):
+            if (field.name.endswith(("error_code", "error_message"))
+                    and field.type in ("int16", "string")):  # partition_error_code (AddPartitionsToTxn v3-), ...
                 out.append((field, None))
                 continue
             item = field.type.removeprefix("[]")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.codec import Writer
+from kbroker.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnResponse
 from kbroker.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
 )
@@ -128,3 +129,14 @@ def test_a_consumer_subscription_is_decoded_other_bytes_are_base64() -> None:
     assert protocols[0]["metadata"]["version"] == 1
     assert protocols[0]["metadata"]["topics"] == ["orders"]
     assert protocols[1]["metadata"] == "AQ=="
+
+
+def test_errors_under_other_names_are_counted() -> None:
+    # AddPartitionsToTxn v0-3 names its per-partition code partition_error_code.
+    R = AddPartitionsToTxnResponse
+    response = R(results_by_topic_v3_and_below=[R.AddPartitionsToTxnTopicResult(
+        name="t", results_by_partition=[
+            R.AddPartitionsToTxnPartitionResult(partition_index=i, partition_error_code=51 if i else 0)
+            for i in range(3)])])
+    codes, _ = errors(response, 3)
+    assert dict(codes) == {"NONE": 1, "CONCURRENT_TRANSACTIONS": 2}
