@@ -34,6 +34,9 @@ MAX_BODY_CHARS:
     Request and response bodies: FindCoordinator v4 correlationId=3
     connection=127.0.0.1:9092-127.0.0.1:50514-0 request={"key_type":1,...} response={...}
 
+The request metrics (kbroker.server.request_metrics, while /metrics is served) take
+their times from the same LoggedRequest, at the same point: no second set of clocks.
+
 Off costs nothing on the hot path: the connection asks `active()` (one cached
 isEnabledFor) per read and builds no entry, string or timestamp unless it is on; a
 request whose frame came with a read while it was on is followed. Levels change live (broker_loggers, IncrementalAlterConfigs
@@ -55,6 +58,7 @@ from kbroker.server.request_json import api_name, errors, to_json
 if TYPE_CHECKING:
     from kbroker.server.connection import Connection
     from kbroker.server.protocol_trace import ProtocolTrace
+    from kbroker.server.request_metrics import RequestMetrics
 
 LOGGER_NAME = "kafka.request.logger"
 MAX_BODY_CHARS = 2000
@@ -115,14 +119,18 @@ class LoggedRequest:
 
 
 class RequestLog:
-    """One per SocketServer: the request logger and, with `--trace`, the protocol trace.
-    Used from the event loop thread only."""
+    """One per SocketServer: the request logger, with `--trace` the protocol trace, and
+    while the operations listener serves /metrics the request metrics (RequestMetrics,
+    fed from the same times). Used from the event loop thread only."""
 
-    def __init__(self, trace: ProtocolTrace | None = None) -> None:
+    def __init__(self, trace: ProtocolTrace | None = None,
+                 metrics: RequestMetrics | None = None) -> None:
         self.trace = trace
+        self.metrics = metrics
 
     def active(self) -> bool:
-        return self.trace is not None or request_logger.isEnabledFor(_DEBUG)
+        return (self.metrics is not None or self.trace is not None
+                or request_logger.isEnabledFor(_DEBUG))
 
     def received(self, connection: Connection, header: Any, request: Any, api_key: int,
                  api_version: int, correlation_id: int, size: int,
@@ -139,12 +147,16 @@ class RequestLog:
     def completed(self, entry: LoggedRequest, sent_ns: int | None = None) -> None:
         """The response is written (or there is none): log it and trace it."""
         logging_on = request_logger.isEnabledFor(_DEBUG)
-        if not logging_on and self.trace is None:
+        if not logging_on and self.trace is None and self.metrics is None:
             return  # switched off while the request was in flight
         end = sent_ns or _now()
         response = entry.response
         codes, messages = (errors(response, entry.api_version) if response is not None
                            else (Counter(), []))
+        if self.metrics is not None:
+            self.metrics.completed(entry.api_key, entry.api_version, codes, entry.received_ns,
+                                   entry.started_ns, entry.returned_ns, entry.ready_ns,
+                                   entry.dequeued_ns, end)
         if logging_on:
             request_logger.debug("%s", _completed_line(entry, codes, messages, end))
             if request_logger.isEnabledFor(TRACE):
