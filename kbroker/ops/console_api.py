@@ -22,13 +22,15 @@
                                       source tree's): its JSON summary; /api/bench/image
                                       its PNG
 
-A parameter that is missing, not a number or out of range is a 400, a topic or
+Each URL's answer is computed at most once per CACHE_S (a second) and served from
+memory meanwhile, so a page reloaded in a loop costs the broker little. A parameter that is missing, not a number or out of range is a 400, a topic or
 partition that does not exist here a 404, and anything while the broker is not running
 (starting, loading logs, stopped) a 503; each with {"error": "..."}.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Awaitable, Callable
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
 MAX_RECORDS = 500
 DEFAULT_RECORDS = 20
 READ_BYTES = 4 * 1024 * 1024  # a message browser read, at most
+CACHE_S = 1.0  # a URL's answer is computed at most this often
+CACHE_ENTRIES = 256
 BENCH_DIRS = (Path.cwd() / "bench" / "results",
               Path(__file__).resolve().parents[2] / "bench" / "results")
 
@@ -59,12 +63,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def add_routes(app: web.Application, broker: Broker) -> None:
+    cache: dict[str, tuple[float, bytes]] = {}  # URL -> (when, body): CACHE_S per URL
+
     def route(path: str, build: Callable[[BrokerState, web.Request], Any]) -> None:
         async def handler(request: web.Request) -> web.Response:
             state = broker.state
             if state is None or not broker.running:
                 return _error(503, f"the broker is not running ({broker.phase.name})")
-            return web.json_response(build(state, request), dumps=_dumps)
+            now = asyncio.get_running_loop().time()
+            key = str(request.rel_url)
+            found = cache.get(key)
+            if found is None or now - found[0] >= CACHE_S:
+                if len(cache) >= CACHE_ENTRIES:
+                    cache.clear()
+                found = cache[key] = (now, _dumps(build(state, request)).encode())
+            return web.Response(body=found[1], content_type="application/json")
         app.router.add_get(path, handler)
 
     route("/api/overview", lambda state, _r: overview(broker, state))

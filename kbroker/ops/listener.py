@@ -25,9 +25,11 @@ candidates each missed one of these: uvicorn (with Starlette) wants to own the l
 lifetime and signals; tornado brings its own IOLoop layer; http.server needs a thread of
 its own, which would take the GIL from the Kafka listener at unpredictable moments.
 
-/metrics gathers its figures on the loop in one pass (plain numbers, no formatting), then
-formats the text on a worker thread, so a large scrape does not hold the loop for its
-formatting; concurrent scrapes share one in flight.
+What the listener may cost the Kafka listeners is bounded: /metrics gathers its figures
+on the loop in steps (kbroker.ops.metrics.STEP partitions at a time), formats the text
+on a worker thread, and renders at most once per MIN_SCRAPE_INTERVAL_S (scrapes
+meanwhile share that body); the console's JSON is likewise computed at most once a
+second per URL (console_api), and the live figures once a second for all streams.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 SHUTDOWN_TIMEOUT_S = 2.0
+# /metrics is rendered at most this often; scrapes meanwhile get the same body (the
+# listener's work is then bounded however many scrapers there are)
+MIN_SCRAPE_INTERVAL_S = 1.0
 
 
 class _Families:
@@ -77,7 +82,8 @@ class OperationsListener:
         self.live = LiveFigures(broker)
         self._process = metrics.process_registry()
         self._runner: web.AppRunner | None = None
-        self._scrape: asyncio.Future[bytes] | None = None
+        self._scrape: asyncio.Future[bytes] | None = None  # the latest /metrics body
+        self._scraped_at = 0.0
 
     @property
     def url(self) -> str:
@@ -130,10 +136,16 @@ class OperationsListener:
                                 headers={"Cache-Control": "no-cache"})
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        if self._scrape is None or self._scrape.done():
-            families = metrics.collect(self.broker)  # on the loop: the broker's state
-            loop = asyncio.get_running_loop()
-            self._scrape = loop.run_in_executor(
-                None, generate_latest, _Families(families, self._process))
+        loop = asyncio.get_running_loop()
+        if self._scrape is None or loop.time() - self._scraped_at >= MIN_SCRAPE_INTERVAL_S:
+            self._scraped_at = loop.time()
+            self._scrape = asyncio.ensure_future(self._render())
         body = await asyncio.shield(self._scrape)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _render(self) -> bytes:
+        families = metrics.Families()
+        for _ in metrics.collect_steps(self.broker, families):  # on the loop, in steps
+            await asyncio.sleep(0)
+        gathered = _Families(list(families.by_name.values()), self._process)
+        return await asyncio.get_running_loop().run_in_executor(None, generate_latest, gathered)

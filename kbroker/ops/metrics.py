@@ -10,8 +10,9 @@ Consumer lag is named as kafka-exporter names it. METRICS lists every family.
 
 Nothing is counted here: a scrape reads what its owners keep (BrokerTopicStats,
 RequestMetrics, the SocketServer's connection counts, ReplicaManager, LogManager, the
-group coordinator, the controller) on the event loop, in one pass, into plain
-prometheus-client families; the text is formatted off the loop (kbroker.ops.listener).
+group coordinator, the controller) on the event loop, into plain prometheus-client
+families, in steps of STEP partitions or groups between which the loop serves others;
+the text is formatted off the loop (kbroker.ops.listener).
 Before the broker runs (starting, loading logs) only the broker state and the process
 figures are there.
 """
@@ -27,7 +28,7 @@ from prometheus_client.metrics_core import Metric
 
 from kbroker.coordinator.group_metadata import GroupState
 from kbroker.server.broker_topic_stats import TopicStats
-from kbroker.server.request_json import api_name
+from kbroker.server.request_json import api_name, error_name
 from kbroker.server.request_metrics import TIMES
 from kbroker.utils.histogram import Histogram
 
@@ -206,7 +207,7 @@ def _family(name: str, kind: str, doc: str) -> Metric:
     return Metric(base, doc, kind)
 
 
-class _Families:
+class Families:
     """The families of one scrape, made on first use."""
 
     def __init__(self) -> None:
@@ -232,26 +233,36 @@ class _Families:
         family.add_sample(name + "_sum", labels, histogram.sum)
 
 
+STEP = 500  # partitions or groups read between two yields of collect_steps
+
+
 def collect(broker: Broker) -> list[Metric]:
-    """The broker's families (on its event loop)."""
-    out = _Families()
+    """The broker's families, in one go (on its event loop)."""
+    out = Families()
+    for _ in collect_steps(broker, out):
+        pass
+    return list(out.by_name.values())
+
+
+def collect_steps(broker: Broker, out: Families) -> Iterator[None]:
+    """Fill `out`, yielding every STEP partitions or groups, so that the loop may serve
+    the Kafka listeners between steps (kbroker.ops.listener awaits between them)."""
     out.add("kafka_server_kafkaserver_brokerstate", {}, broker.phase.value)
     state, server = broker.state, broker.server
     if state is None or server is None or not broker.running:
-        return list(out.by_name.values())
+        return
     _topic_stats(out, state)
     if broker.request_metrics is not None:
         _request_metrics(out, broker)
     out.add("kafka_network_requestchannel_requestqueuesize", {}, server.request_queue.requests)
     _connections(out, broker)
-    _partitions(out, state)
+    yield from _partitions(out, state)
     _controller(out, state)
-    _groups(out, state)
+    yield from _groups(out, state)
     _logs(out, state)
-    return list(out.by_name.values())
 
 
-def _topic_stats(out: _Families, state: BrokerState) -> None:
+def _topic_stats(out: Families, state: BrokerState) -> None:
     def add(labels: dict[str, str], stats: TopicStats) -> None:
         for attr, spec in _TOPIC_COUNTERS.items():
             out.add(spec.name, labels, getattr(stats, attr))
@@ -261,22 +272,22 @@ def _topic_stats(out: _Families, state: BrokerState) -> None:
         add({"topic": topic}, stats)
 
 
-def _request_metrics(out: _Families, broker: Broker) -> None:
+def _request_metrics(out: Families, broker: Broker) -> None:
     assert broker.request_metrics is not None
     for api_key, m in sorted(broker.request_metrics.apis.items()):
         request = api_name(api_key)
         for version, n in sorted(m.requests.items()):
             out.add("kafka_network_requestmetrics_requests_total",
                     {"request": request, "version": str(version)}, n)
-        for error, n in m.errors.items():
+        for code, n in sorted(m.errors.items()):
             out.add("kafka_network_requestmetrics_errors_total",
-                    {"request": request, "error": error}, n)
+                    {"request": request, "error": error_name(code)}, n)
         for time_name in TIMES:
             out.histogram(_TIME_METRICS[time_name][0], {"request": request},
                           m.histogram(time_name))
 
 
-def _connections(out: _Families, broker: Broker) -> None:
+def _connections(out: Families, broker: Broker) -> None:
     server = broker.server
     open_by_listener: dict[str, int] = {bl.name: 0 for bl in server.listeners}
     for conn in server.connections:
@@ -292,12 +303,14 @@ def _connections(out: _Families, broker: Broker) -> None:
                 server.connections_closed.get(name, 0))
 
 
-def _partitions(out: _Families, state: BrokerState) -> None:
+def _partitions(out: Families, state: BrokerState) -> Iterator[None]:
     manager = state.log_manager
     replica_manager = state.replica_manager
     leaders = under_replicated = under_min_isr = offline = 0
-    logs = manager.all_logs()
-    for tp, lg in logs.items():
+    logs = list(manager.all_logs().items())
+    for i, (tp, lg) in enumerate(logs):
+        if i % STEP == STEP - 1:
+            yield
         labels = {"topic": tp.topic, "partition": str(tp.partition)}
         if lg.closed:
             offline += 1
@@ -344,7 +357,7 @@ def controller_figures(state: BrokerState) -> tuple[int, int, int, int]:
     return 1, offline, len(ctx.assignments), len(ctx.states)
 
 
-def _controller(out: _Families, state: BrokerState) -> None:
+def _controller(out: Families, state: BrokerState) -> None:
     active, offline, topics, partitions = controller_figures(state)
     out.add("kafka_controller_kafkacontroller_activecontrollercount", {}, active)
     out.add("kafka_controller_kafkacontroller_offlinepartitionscount", {}, offline)
@@ -361,7 +374,7 @@ def group_lag(state: BrokerState, group: Any) -> Iterator[tuple[str, int, int, i
         yield topic, partition, om.offset, lag
 
 
-def _groups(out: _Families, state: BrokerState) -> None:
+def _groups(out: Families, state: BrokerState) -> Iterator[None]:
     coordinator = state.group_coordinator
     groups = list(coordinator.groups.values())
     out.add("kafka_coordinator_group_groupmetadatamanager_numgroups", {}, len(groups))
@@ -372,7 +385,9 @@ def _groups(out: _Families, state: BrokerState) -> None:
             sum(len(g.offsets) for g in groups))
     out.add("kafka_server_group_coordinator_metrics_group_completed_rebalance_count", {},
             coordinator.completed_rebalances)
-    for group in groups:
+    for i, group in enumerate(groups):
+        if i % STEP == STEP - 1:
+            yield
         out.add("kafka_consumergroup_members", {"consumergroup": group.group_id},
                 len(group.members))
         sums: dict[str, int] = {}
@@ -388,7 +403,7 @@ def _groups(out: _Families, state: BrokerState) -> None:
                                                     "topic": topic}, total)
 
 
-def _logs(out: _Families, state: BrokerState) -> None:
+def _logs(out: Families, state: BrokerState) -> None:
     manager = state.log_manager
     out.histogram("kafka_log_logflushstats_logflushrateandtimems", {}, manager.flush_times_ms)
     offline = [d for d in manager.log_dirs if manager.failures.is_offline(d)]

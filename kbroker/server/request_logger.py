@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbroker.server.broker_loggers import TRACE
 from kbroker.server.request_context import CLOSE_CONNECTION
-from kbroker.server.request_json import api_name, errors, to_json
+from kbroker.server.request_json import api_name, error_counts, errors, to_json
 
 if TYPE_CHECKING:
     from kbroker.server.connection import Connection
@@ -151,12 +151,16 @@ class RequestLog:
             return  # switched off while the request was in flight
         end = sent_ns or _now()
         response = entry.response
+        if self.metrics is not None:
+            self.metrics.completed(
+                entry.api_key, entry.api_version,
+                error_counts(response, entry.api_version) if response is not None else {},
+                entry.received_ns, entry.started_ns, entry.returned_ns, entry.ready_ns,
+                entry.dequeued_ns, end)
+            if not logging_on and self.trace is None:
+                return
         codes, messages = (errors(response, entry.api_version) if response is not None
                            else (Counter(), []))
-        if self.metrics is not None:
-            self.metrics.completed(entry.api_key, entry.api_version, codes, entry.received_ns,
-                                   entry.started_ns, entry.returned_ns, entry.ready_ns,
-                                   entry.dequeued_ns, end)
         if logging_on:
             request_logger.debug("%s", _completed_line(entry, codes, messages, end))
             if request_logger.isEnabledFor(TRACE):

@@ -36,7 +36,7 @@ class ApiMetrics:
 
     def __init__(self) -> None:
         self.requests: dict[int, int] = {}
-        self.errors: dict[str, int] = {}
+        self.errors: dict[int, int] = {}  # error code -> count
         self.request_queue = Histogram()
         self.local = Histogram()
         self.remote = Histogram()
@@ -61,14 +61,14 @@ class RequestMetrics:
             found = self.apis[api_key] = ApiMetrics()
         return found
 
-    def completed(self, api_key: int, api_version: int, errors: Mapping[str, int],
+    def completed(self, api_key: int, api_version: int, errors: Mapping[int, int],
                   received_ns: int, started_ns: int, returned_ns: int, ready_ns: int,
                   dequeued_ns: int, end_ns: int) -> None:
         m = self.api(api_key)
         m.requests[api_version] = m.requests.get(api_version, 0) + 1
         counted = m.errors
-        for name, n in errors.items():
-            counted[name] = counted.get(name, 0) + n
+        for code, n in errors.items():
+            counted[code] = counted.get(code, 0) + n
         m.request_queue.observe(max(started_ns - received_ns, 0) / 1e6)
         m.local.observe(max(returned_ns - started_ns, 0) / 1e6)
         m.remote.observe(max(ready_ns - returned_ns, 0) / 1e6)
