@@ -27,7 +27,7 @@ CONFIG_FILE (`log4j.logger.kafka.request.logger=DEBUG`) do the same, and the com
 line wins. `--trace FILE` writes the protocol trace (kbroker.server.protocol_trace),
 which `kbroker trace` reads (kbroker.tools.trace).
 
-Other subcommands (`topics`, `groups`, `cluster`, `transactions`, `perf`) register themselves in
+Other subcommands (`topics`, `groups`, `cluster`, `transactions`, `perf`, `top`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
 """
 
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from kbroker import __version__
 from kbroker.common.configs import DEFAULT_OPERATIONS_LISTENER
 from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
+from kbroker.ops import top as top_cli
 from kbroker.perf import cli as perf_cli
 from kbroker.server.broker_loggers import ROOT, parse_level, set_levels, take_log4j_levels
 from kbroker.server.protocol_trace import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, TraceSettings
@@ -202,6 +203,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "transactions": (transactions_cli.HELP, transactions_cli.configure_parser, transactions_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
     "trace": (trace_cli.HELP, trace_cli.configure_parser, trace_cli.run),
+    "top": (top_cli.HELP, top_cli.configure_parser, top_cli.run),
 }
 
 
