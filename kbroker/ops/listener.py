@@ -84,6 +84,7 @@ class OperationsListener:
         self._runner: web.AppRunner | None = None
         self._scrape: asyncio.Future[bytes] | None = None  # the latest /metrics body
         self._scraped_at = 0.0
+        self._scraped_phase = broker.phase
 
     @property
     def url(self) -> str:
@@ -137,8 +138,9 @@ class OperationsListener:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
-        if self._scrape is None or loop.time() - self._scraped_at >= MIN_SCRAPE_INTERVAL_S:
-            self._scraped_at = loop.time()
+        if (self._scrape is None or loop.time() - self._scraped_at >= MIN_SCRAPE_INTERVAL_S
+                or self._scraped_phase is not self.broker.phase):
+            self._scraped_at, self._scraped_phase = loop.time(), self.broker.phase
             self._scrape = asyncio.ensure_future(self._render())
         body = await asyncio.shield(self._scrape)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

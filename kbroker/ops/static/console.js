@@ -3,7 +3,7 @@
 "use strict";
 
 const HISTORY = 300; // samples kept for the charts (5 minutes)
-const history = [];
+const samples = [];
 const charts = {};
 let topicsCache = [];
 
@@ -149,7 +149,7 @@ function decode(b64, format) {
   }
   const text = new TextDecoder("utf-8").decode(data);
   if (format === "json") {
-    try { return esc(JSON.stringify(JSON.parse(text), null, 2)); } catch (e) { return `<span class="muted">(not JSON)</span> ${esc(text)}`; }
+    try { return esc(JSON.stringify(JSON.parse(text), null, 2)); } catch (e) { return esc(text); }
   }
   return esc(text);
 }
@@ -201,15 +201,16 @@ function series(names) {
   }))];
 }
 
-function chart(id, names, columns) {
+function chart(id, names, columns, format) {
   const el = document.getElementById(id);
   const key = names.join("\u0000");
   let entry = charts[id];
   if (!entry || entry.key !== key) {
     if (entry) entry.plot.destroy();
     const width = Math.max(el.clientWidth - 12, 300);
+    const y = { size: 80, values: (u, values) => values.map((v) => (format ? format(v) : String(v))) };
     const plot = new uPlot({ width, height: 220, series: series(names), scales: { x: { time: true } },
-      legend: { live: false } }, columns, el);
+      axes: [{}, y], legend: { live: false } }, columns, el);
     entry = charts[id] = { key, plot };
   } else {
     entry.plot.setData(columns);
@@ -217,19 +218,20 @@ function chart(id, names, columns) {
 }
 
 function drawCharts() {
-  if ($("#page-overview").hidden || !history.length) return;
-  const times = history.map((s) => s.time_ms / 1000);
-  const topics = [...new Set(history.flatMap((s) => Object.keys(s.topics || {})))]
+  if ($("#page-overview").hidden || !samples.length) return;
+  const times = samples.map((s) => s.time_ms / 1000);
+  const topics = [...new Set(samples.flatMap((s) => Object.keys(s.topics || {})))]
     .filter((t) => !t.startsWith("__")).sort();
   chart("chart-messages", topics.length ? topics : ["(no topic)"],
-    [times, ...(topics.length ? topics : [""]).map((t) => history.map((s) => s.topics?.[t]?.messages_in_per_s ?? null))]);
+    [times, ...(topics.length ? topics : [""]).map((t) => samples.map((s) => s.topics?.[t]?.messages_in_per_s ?? null))]);
   chart("chart-bytes", ["bytes in", "bytes out"], [times,
-    history.map((s) => s.total?.bytes_in_per_s ?? null), history.map((s) => s.total?.bytes_out_per_s ?? null)]);
-  const apis = [...new Set(history.flatMap((s) => Object.keys(s.requests || {})))].sort().slice(0, 6);
+    samples.map((s) => s.total?.bytes_in_per_s ?? null), samples.map((s) => s.total?.bytes_out_per_s ?? null)],
+    (v) => `${bytes(v)}/s`);
+  const apis = [...new Set(samples.flatMap((s) => Object.keys(s.requests || {})))].sort().slice(0, 6);
   const names = apis.flatMap((a) => [`${a} p50`, `${a} p99`]);
   chart("chart-latency", names.length ? names : ["(no requests)"], [times,
-    ...(apis.length ? apis.flatMap((a) => ["p50_ms", "p99_ms"].map((q) => history.map((s) => s.requests?.[a]?.[q] ?? null)))
-      : [history.map(() => null)])]);
+    ...(apis.length ? apis.flatMap((a) => ["p50_ms", "p99_ms"].map((q) => samples.map((s) => s.requests?.[a]?.[q] ?? null)))
+      : [samples.map(() => null)])]);
 }
 
 function live() {
@@ -238,10 +240,10 @@ function live() {
   source.onmessage = (event) => {
     const sample = JSON.parse(event.data);
     if (sample.total && sample.total.messages_in_per_s != null) {
-      history.push(sample);
-      if (history.length > HISTORY) history.shift();
+      samples.push(sample);
+      if (samples.length > HISTORY) samples.shift();
     }
-    document.body.dataset.samples = String(history.length);
+    document.body.dataset.samples = String(samples.length);
     setStatus(`live · ${sample.phase}`, "live");
     drawCharts();
   };
