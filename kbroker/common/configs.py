@@ -359,7 +359,7 @@ _OPERATIONS = (
          "named as the Prometheus JMX exporter names Kafka's metrics), /healthz, /readyz and "
          "the web console at /. Port 0 picks a free port; unset or empty: off. An embedded "
          f"Broker leaves it off; `kbroker serve` listens on {DEFAULT_OPERATIONS_LISTENER} unless "
-         "it is set (there, a port already in use is logged and skipped)."),
+         "it is set, and runs without it, logged, when that default port is taken."),
 )
 
 _TOPIC_ONLY = (

@@ -11,7 +11,7 @@ counted, so totals never go back.
     messages_in                 MessagesInPerSec
     bytes_in / bytes_out        BytesInPerSec / BytesOutPerSec (clients' Produce / Fetch)
     bytes_rejected              BytesRejectedPerSec (batches too large)
-    replication_bytes_in/out    ReplicationBytesInPerSec / ReplicationBytesOutPerSec
+    replication_bytes_out       ReplicationBytesOutPerSec (what followers fetched)
     total_produce_requests      TotalProduceRequestsPerSec (per partition of a request)
     total_fetch_requests        TotalFetchRequestsPerSec (per partition of a request)
     failed_produce_requests     FailedProduceRequestsPerSec
@@ -30,8 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 COUNTERS = (
-    "messages_in", "bytes_in", "bytes_out", "bytes_rejected", "replication_bytes_in",
-    "replication_bytes_out", "total_produce_requests", "total_fetch_requests",
+    "messages_in", "bytes_in", "bytes_out", "bytes_rejected", "replication_bytes_out", "total_produce_requests", "total_fetch_requests",
     "failed_produce_requests", "failed_fetch_requests",
 )
 
@@ -44,7 +43,6 @@ class TopicStats:
         self.bytes_in = 0
         self.bytes_out = 0
         self.bytes_rejected = 0
-        self.replication_bytes_in = 0
         self.replication_bytes_out = 0
         self.total_produce_requests = 0
         self.total_fetch_requests = 0
