@@ -101,7 +101,7 @@ _REFUSALS: dict[int, type[web.HTTPException]] = {
     400: web.HTTPBadRequest, 404: web.HTTPNotFound}
 
 
-def _Refused(status: int, message: str) -> web.HTTPException:  # noqa: N802 - raised like a class
+def _refused(status: int, message: str) -> web.HTTPException:
     """A 4xx with a JSON body naming what was wrong."""
     return _REFUSALS[status](text=_dumps({"error": message}), content_type="application/json")
 
@@ -157,7 +157,7 @@ def topics(state: BrokerState) -> list[dict[str, Any]]:
 def topic(state: BrokerState, name: str) -> dict[str, Any]:
     info = state.topics.get(name)
     if info is None:
-        raise _Refused(404, f"no topic {name!r}")
+        raise _refused(404, f"no topic {name!r}")
     partitions = []
     for pm in state.cluster.partitions(info):
         entry: dict[str, Any] = {
@@ -210,28 +210,28 @@ def _int(query: Any, name: str, default: int | None, low: int, high: int) -> int
     text = query.get(name)
     if text is None or text == "":
         if default is None:
-            raise _Refused(400, f"{name} is required")
+            raise _refused(400, f"{name} is required")
         return default
     try:
         value = int(text)
     except ValueError:
-        raise _Refused(400, f"{name} must be an integer, not {text[:40]!r}") from None
+        raise _refused(400, f"{name} must be an integer, not {text[:40]!r}") from None
     if not low <= value <= high:
-        raise _Refused(400, f"{name} must be in [{low}, {high}]")
+        raise _refused(400, f"{name} must be in [{low}, {high}]")
     return value
 
 
 def messages(state: BrokerState, query: Any) -> dict[str, Any]:
     name = query.get("topic")
     if not name:
-        raise _Refused(400, "topic is required")
+        raise _refused(400, "topic is required")
     partition = _int(query, "partition", 0, 0, 2**31 - 1)
     limit = _int(query, "limit", DEFAULT_RECORDS, 1, MAX_RECORDS)
     if state.topics.get(name) is None:
-        raise _Refused(404, f"no topic {name!r}")
+        raise _refused(404, f"no topic {name!r}")
     lg = state.get_log(name, partition)
     if lg is None or lg.closed:
-        raise _Refused(404, f"this broker holds no replica of {name}-{partition}")
+        raise _refused(404, f"this broker holds no replica of {name}-{partition}")
     high_watermark = lg.high_watermark
     start = _int(query, "offset", max(high_watermark - limit, lg.log_start_offset), 0, 2**63 - 1)
     start = max(start, lg.log_start_offset)
@@ -239,7 +239,7 @@ def messages(state: BrokerState, query: Any) -> dict[str, Any]:
     try:
         data = lg.read(start, READ_BYTES, max_offset=high_watermark) if start < high_watermark else None
     except KafkaError as e:
-        raise _Refused(400, str(e)) from None
+        raise _refused(400, str(e)) from None
     if data is not None and data.records is not None:
         raw = FileSlice(*data.records).read_bytes()
         for record in iter_records(raw):

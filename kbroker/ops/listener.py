@@ -59,7 +59,7 @@ SHUTDOWN_TIMEOUT_S = 2.0
 MIN_SCRAPE_INTERVAL_S = 1.0
 
 
-class _Families:
+class _Gathered:
     """A collector over families gathered earlier (generate_latest asks for collect())."""
 
     def __init__(self, *groups: Any) -> None:
@@ -149,5 +149,5 @@ class OperationsListener:
         families = metrics.Families()
         for _ in metrics.collect_steps(self.broker, families):  # on the loop, in steps
             await asyncio.sleep(0)
-        gathered = _Families(list(families.by_name.values()), self._process)
+        gathered = _Gathered(list(families.by_name.values()), self._process)
         return await asyncio.get_running_loop().run_in_executor(None, generate_latest, gathered)

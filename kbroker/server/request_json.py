@@ -270,6 +270,7 @@ def error_counts(response: Struct, version: int) -> dict[int, int]:
 # (field name, nested struct or None for the error_code itself, its plan, a list?)
 _CountPlan = tuple[tuple[str, Any, Any, bool], ...]
 _COUNT_PLANS: dict[tuple[type[Any], int], _CountPlan] = {}
+_LEAF: _CountPlan = (("error_code", None, None, False),)  # a plan that is only an error_code
 
 
 def _count_plan(cls: type[Any], top: type[Any], version: int) -> _CountPlan:
@@ -286,7 +287,8 @@ def _count_plan(cls: type[Any], top: type[Any], version: int) -> _CountPlan:
             inner = _count_plan(nested, top, version)
             if inner:
                 steps.append((field.name, nested, inner, field.type.startswith("[]")))
-        plan = _COUNT_PLANS[(cls, version)] = tuple(steps)
+        plan = tuple(steps)
+        _COUNT_PLANS[(cls, version)] = plan = _LEAF if plan == _LEAF else plan
     return plan
 
 
@@ -297,8 +299,18 @@ def _count(value: Any, cls: type[Any], plan: _CountPlan, version: int,
     for name, nested, inner, many in plan:
         found = getattr(value, name)
         if nested is None:
-            counts[found] = counts.get(found, 0) + 1
-        elif found is not None:
+            code = int(found)
+            counts[code] = counts.get(code, 0) + 1
+        elif found is None:
+            continue
+        elif many and inner is _LEAF:
+            # a list of partitions (a Produce or Fetch response): one pass, no recursion
+            for item in found:
+                if type(item) is not nested:
+                    item = _materialize(item, nested, version)
+                code = int(item.error_code)  # int: an IntEnum hashes slowly
+                counts[code] = counts.get(code, 0) + 1
+        else:
             for item in found if many else (found,):
                 _count(item, nested, inner, version, counts)
 
