@@ -286,6 +286,7 @@ class BrokerConfig:
     producer_id_expiration_ms: int
     # kbroker's own
     operations_listener: str | None
+    operations_write_enable: bool
     props: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod

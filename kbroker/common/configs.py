@@ -360,6 +360,11 @@ _OPERATIONS = (
          "the web console at /. Port 0 picks a free port; unset or empty: off. An embedded "
          f"Broker leaves it off; `kbroker serve` listens on {DEFAULT_OPERATIONS_LISTENER} unless "
          "it is set, and runs without it, logged, when that default port is taken."),
+    _key("operations.write.enable", BOOLEAN, False, None,
+         "kbroker's own: whether the operations listener's write actions are allowed: "
+         "creating and deleting topics and resetting a consumer group's offsets from the web "
+         "console (POST and DELETE under /api/). They go through the Kafka APIs, as Kafka's "
+         "AdminClient sends them. false: the console is read-only and every write is a 403."),
 )
 
 _TOPIC_ONLY = (

@@ -1,4 +1,5 @@
-"""The web console's JSON: what the broker knows, read on its loop, never changed.
+"""The web console's JSON: what the broker knows, read on its loop (the write actions,
+behind operations.write.enable, are kbroker.ops.console_admin's).
 
     GET /api/overview                 this broker, the cluster's brokers and controller,
                                       counts (topics, partitions, groups, connections,
@@ -42,6 +43,7 @@ from aiohttp import web
 from kbroker import __version__
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
+from kbroker.ops import console_admin
 from kbroker.ops.metrics import controller_figures, group_lag
 from kbroker.protocol.codec import DecodeError, Reader
 from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
@@ -85,6 +87,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
     route("/api/topics/{topic}", lambda state, r: topic(state, r.match_info["topic"]))
     route("/api/groups", lambda state, _r: groups(state))
     route("/api/messages", lambda state, r: messages(state, r.query))
+    console_admin.add_routes(app, broker, cache.clear)  # writes (operations.write.enable)
     app.router.add_get("/api/bench", _bench)
     app.router.add_get("/api/bench/image", _bench_image)
 
@@ -130,6 +133,7 @@ def overview(broker: Broker, state: BrokerState) -> dict[str, Any]:
         "groups": len(state.group_coordinator.groups),
         "connections": len(server.connections) if server is not None else 0,
         "under_replicated_partitions": under, "offline_partitions": offline,
+        "writes_enabled": broker.config.operations_write_enable,
     }
 
 

@@ -11,8 +11,9 @@
 
 It runs on the broker's own event loop, beside the Kafka listeners, from before the logs
 load (so /healthz and /readyz answer during recovery) until after they are closed.
-Nothing here writes: the console is read-only. Anything but GET (and HEAD) gets 405, an
-unknown path 404, a malformed request or parameter 400, a request for what does not
+The console is read-only unless operations.write.enable is set (then it creates and
+deletes topics and resets a group's offsets through the Kafka APIs: kbroker.ops.console_admin).
+A method a path does not take gets 405, an unknown path 404, a malformed request or parameter 400, a request for what does not
 exist 404, and the console's data while the broker is not running 503.
 
 The HTTP library is aiohttp (aio-libs): an asyncio-native server that runs on a loop it

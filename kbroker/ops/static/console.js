@@ -6,6 +6,7 @@ const HISTORY = 300; // samples kept for the charts (5 minutes)
 const samples = [];
 const charts = {};
 let topicsCache = [];
+let writesEnabled = false; // operations.write.enable, from /api/overview
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -27,6 +28,21 @@ async function getJSON(path) {
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
+}
+
+// A write action (operations.write.enable): POST or DELETE with a JSON body.
+async function send(method, path, body) {
+  const init = { method, headers: { "Content-Type": "application/json" } };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const response = await fetch(path, init);
+  const answer = await response.json();
+  if (!response.ok) throw new Error(answer.error || response.statusText);
+  return answer;
+}
+
+async function loadWritesEnabled() {
+  writesEnabled = Boolean((await getJSON("/api/overview")).writes_enabled);
+  for (const el of document.querySelectorAll(".write")) el.hidden = !writesEnabled;
 }
 
 // ---------------------------------------------------------------- pages
@@ -77,6 +93,7 @@ async function loadOverview() {
 }
 
 async function loadTopics() {
+  await loadWritesEnabled();
   const topics = await getJSON("/api/topics");
   topicsCache = topics;
   $("#topics tbody").innerHTML = topics.map((t) =>
@@ -85,9 +102,17 @@ async function loadTopics() {
     `<td class="num">${t.records}</td><td class="num">${bytes(t.size_bytes)}</td>` +
     `<td class="num ${t.under_replicated ? "bad" : ""}">${t.under_replicated}</td>` +
     `<td class="num ${t.offline ? "bad" : ""}">${t.offline}</td>` +
-    `<td><code>${esc(Object.entries(t.configs).map(([k, v]) => `${k}=${v}`).join(", ") || "–")}</code></td></tr>`).join("");
+    `<td><code>${esc(Object.entries(t.configs).map(([k, v]) => `${k}=${v}`).join(", ") || "–")}</code></td>` +
+    (writesEnabled ? `<td>${t.internal ? "" : `<button class="danger delete-topic" data-topic="${esc(t.name)}">Delete</button>`}</td>` : "") +
+    "</tr>").join("");
   for (const row of document.querySelectorAll("#topics tr.clickable")) {
     row.addEventListener("click", () => loadTopic(row.dataset.topic));
+  }
+  for (const button of document.querySelectorAll("button.delete-topic")) {
+    button.addEventListener("click", (event) => {
+      event.stopPropagation();
+      deleteTopic(button.dataset.topic);
+    });
   }
   const wanted = location.hash.split("/")[1];
   if (wanted) await loadTopic(decodeURIComponent(wanted));
@@ -110,7 +135,75 @@ async function loadTopic(name) {
     `<h3>Config overrides</h3>${configs ? `<table><tbody>${configs}</tbody></table>` : '<p class="muted">none</p>'}`;
 }
 
+function configsOf(text) {
+  const configs = {};
+  for (const pair of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const at = pair.indexOf("=");
+    if (at < 1) throw new Error(`configs: expected key=value, not "${pair}"`);
+    configs[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
+  }
+  return configs;
+}
+
+async function createTopic(event) {
+  event.preventDefault();
+  const info = $("#write-info");
+  try {
+    const body = { name: $("#create-name").value.trim(), configs: configsOf($("#create-configs").value) };
+    if ($("#create-partitions").value) body.partitions = Number($("#create-partitions").value);
+    if ($("#create-replication").value) body.replication_factor = Number($("#create-replication").value);
+    const done = await send("POST", "/api/topics", body);
+    info.textContent = `created ${done.name}: ${done.partitions} partitions, replication factor ${done.replication_factor}`;
+    $("#create-topic").reset();
+  } catch (e) {
+    info.textContent = `create failed: ${e.message}`;
+  }
+  await loadTopics();
+}
+
+async function deleteTopic(name) {
+  if (!confirm(`Delete topic ${name} and all its records?`)) return;
+  const info = $("#write-info");
+  try {
+    await send("DELETE", `/api/topics/${encodeURIComponent(name)}`);
+    info.textContent = `deleted ${name}`;
+  } catch (e) {
+    info.textContent = `delete failed: ${e.message}`;
+  }
+  $("#topic-detail").innerHTML = "";
+  await loadTopics();
+}
+
+async function resetOffsets(form) {
+  const group = form.dataset.group;
+  const topic = form.querySelector(".reset-topic").value;
+  const choice = form.querySelector(".reset-to").value;
+  const to = choice === "offset" ? Number(form.querySelector(".reset-offset").value) : choice;
+  if (!confirm(`Reset the offsets of group ${group} on ${topic} to ${to}?`)) return;
+  const info = $("#group-info");
+  try {
+    const done = await send("POST", `/api/groups/${encodeURIComponent(group)}/offsets`, { topic, to });
+    info.textContent = `${group}: ${done.offsets.map((o) => `${topic}-${o.partition} → ${o.offset}`).join(", ")}`;
+  } catch (e) {
+    info.textContent = `reset failed: ${e.message}`;
+  }
+  await loadGroups();
+}
+
+function resetForm(g) {
+  if (!writesEnabled) return "";
+  const topics = [...new Set(g.offsets.map((o) => o.topic))].sort();
+  if (!topics.length) return "";
+  return `<form class="reset write" data-group="${esc(g.group_id)}">` +
+    `<label>reset offsets of <select class="reset-topic">${topics.map((t) => `<option>${esc(t)}</option>`).join("")}</select></label>` +
+    `<label>to <select class="reset-to"><option value="earliest">earliest</option><option value="latest">latest</option>` +
+    `<option value="offset">offset</option></select></label>` +
+    `<label>offset <input class="reset-offset" type="number" min="0" value="0"></label>` +
+    `<button type="submit" class="danger">Reset</button></form>`;
+}
+
 async function loadGroups() {
+  await loadWritesEnabled();
   const groups = await getJSON("/api/groups");
   if (!groups.length) {
     $("#groups").innerHTML = '<p class="muted">No consumer groups are coordinated by this broker.</p>';
@@ -127,8 +220,12 @@ async function loadGroups() {
     return `<h2 class="group">${esc(g.group_id)} <span class="muted">${esc(g.state)}, generation ${g.generation_id}, ` +
       `protocol ${esc(g.protocol ?? "–")}, lag ${g.lag}</span></h2>` +
       `<h3>Members</h3>${members ? `<table><thead><tr><th>member</th><th>client id</th><th>host</th><th>assignment</th></tr></thead><tbody>${members}</tbody></table>` : '<p class="muted">none</p>'}` +
-      `<h3>Committed offsets and lag</h3>${offsets ? `<table class="lag"><thead><tr><th>topic</th><th>partition</th><th>committed</th><th>lag</th></tr></thead><tbody>${offsets}</tbody></table>` : '<p class="muted">none</p>'}`;
+      `<h3>Committed offsets and lag</h3>${offsets ? `<table class="lag"><thead><tr><th>topic</th><th>partition</th><th>committed</th><th>lag</th></tr></thead><tbody>${offsets}</tbody></table>` : '<p class="muted">none</p>'}` +
+      resetForm(g);
   }).join("");
+  for (const form of document.querySelectorAll("form.reset")) {
+    form.addEventListener("submit", (event) => { event.preventDefault(); resetOffsets(form); });
+  }
 }
 
 async function loadMessagesForm() {
@@ -251,6 +348,7 @@ function live() {
 }
 
 $("#browse").addEventListener("submit", browse);
+$("#create-topic").addEventListener("submit", createTopic);
 window.addEventListener("hashchange", show);
 show();
 live();
