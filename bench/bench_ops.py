@@ -309,7 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=10000, help="per request phase")
     p.add_argument("--latency-requests", type=int, default=LATENCY_REQUESTS)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--summarize", type=Path, metavar="JSON",
+                   help="print the summaries of an earlier run's JSON, run nothing")
     args = p.parse_args(argv)
+    if args.summarize is not None:
+        return _summarize(json.loads(args.summarize.read_text()))
     sections = [x for x in args.sections.split(",") if x]
     unknown = set(sections) - set(SECTIONS)
     if unknown:
@@ -348,13 +352,26 @@ def main(argv: list[str] | None = None) -> int:
     if "busy" in sections:
         table.update(_busy_summary(runs))
     if "produce" in sections:
-        table["produce"] = _produce_summary(runs, table.get("unit"))
+        table["produce"] = _produce_summary(runs, table.get("unit"), table.get(
+            "produce_cpu_us_per_request"))
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = RESULTS_DIR / f"ops-{stamp}.json"
     out.write_text(json.dumps({"tool": "bench/bench_ops.py", "settings": vars(args),
                                "summary": table, "runs": runs}, indent=1))
     print(f"\nwrote {out}")
+    return 0
+
+
+def _summarize(document: dict[str, Any]) -> int:
+    runs, table = document["runs"], document["summary"]
+    configs = {r["config"] for r in runs}
+    if {"on", "off"} <= configs:
+        table.update(_requests_summary(runs))
+    if "busy" in configs:
+        table.update(_busy_summary(runs))
+    if any(c.startswith("produce:") for c in configs):
+        _produce_summary(runs, table.get("unit"), table.get("produce_cpu_us_per_request"))
     return 0
 
 
@@ -390,7 +407,8 @@ def _busy_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return table
 
 
-def _produce_summary(runs: list[dict[str, Any]], unit: dict[str, float] | None) -> dict[str, Any]:
+def _produce_summary(runs: list[dict[str, Any]], unit: dict[str, float] | None,
+                     per_request: dict[str, float] | None = None) -> dict[str, Any]:
     print("\nproduce per GB, listener off vs on (median over repeats, min..max); the cost "
           "computed from the broker's own counts and the unit costs")
     table: dict[str, Any] = {}
@@ -425,6 +443,15 @@ def _produce_summary(runs: list[dict[str, Any]], unit: dict[str, float] | None) 
             line += (f"; computed: {follow_s * 1000:.2f} ms/GB following requests + "
                      f"{stats_s * 1000:.2f} ms/GB topic counts = "
                      f"{row['cost_of_off_cpu'] * 100:.2f} % of the CPU per GB")
+        if per_request is not None:
+            # the same with what the listener added per small Produce end to end
+            # (`requests`: on - off, broker CPU per request), which includes the
+            # connection's share that the in-process unit leaves out
+            added_us = max(per_request["on"] - per_request["off"], 0.0)
+            row["cost_of_off_cpu_end_to_end"] = (
+                row["produce_requests_per_gb"] * added_us / 1e6 / row["off_cpu_s_per_gb"])
+            line += (f"; with the end-to-end {added_us:.1f} us/request: "
+                     f"{row['cost_of_off_cpu_end_to_end'] * 100:.2f} %")
         table[key] = row
         print(line)
     return table

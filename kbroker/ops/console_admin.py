@@ -107,14 +107,14 @@ class ConsoleAdmin:
         self._connections.clear()
 
     async def _request(self, address: tuple[str, int], request: Any, version: int) -> Any:
-        conn = self._connections.get(address)
-        if conn is None or conn.closed:
-            conn = self._connections[address] = await AsyncBrokerConnection.open(
-                *address, CLIENT_ID, TIMEOUT_MS / 1000)
         try:
+            conn = self._connections.get(address)
+            if conn is None or conn.closed:
+                conn = self._connections[address] = await AsyncBrokerConnection.open(
+                    *address, CLIENT_ID, TIMEOUT_MS / 1000)
             return await conn.request(request, version, TIMEOUT_MS / 1000)
         except KafkaClientError as e:
-            raise AdminFailed(ErrorCode.NETWORK_EXCEPTION, str(e)) from None
+            raise AdminFailed(e.error_code or ErrorCode.NETWORK_EXCEPTION, str(e)) from None
 
     def _own_address(self) -> tuple[str, int]:
         host, port = self.broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
@@ -134,14 +134,18 @@ class ConsoleAdmin:
             raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not alive")
         return address
 
-    async def _to_controller(self, request: Any, version: int) -> Any:
+    async def _to_controller(self, request: Any, version: int, results: str) -> Any:
+        """The one topic result (response.<results>[0]) of a request to the controller."""
         for attempt in range(CONTROLLER_ATTEMPTS):
             metadata = await self._metadata([])
             response = await self._request(self._address_of(metadata.controller_id), request,
                                            version)
-            results = getattr(response, "topics", None) or response.responses
-            if results[0].error_code != ErrorCode.NOT_CONTROLLER or attempt + 1 == CONTROLLER_ATTEMPTS:
-                return results[0]
+            found = getattr(response, results)
+            if len(found) != 1:
+                raise AdminFailed(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  f"{len(found)} results for one topic")
+            if found[0].error_code != ErrorCode.NOT_CONTROLLER or attempt + 1 == CONTROLLER_ATTEMPTS:
+                return found[0]
         raise AssertionError("unreachable")
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
@@ -151,14 +155,14 @@ class ConsoleAdmin:
                 name=name, num_partitions=partitions, replication_factor=replication_factor,
                 assignments=[], configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                                          for k, v in configs.items()])])
-        result = await self._to_controller(request, CREATE_TOPICS_V)
+        result = await self._to_controller(request, CREATE_TOPICS_V, "topics")
         _check(result.error_code, result.error_message)
         return {"name": name, "partitions": result.num_partitions,
                 "replication_factor": result.replication_factor}
 
     async def delete_topic(self, name: str) -> dict[str, Any]:
         request = DeleteTopicsRequest(topic_names=[name], timeout_ms=TIMEOUT_MS)
-        result = await self._to_controller(request, DELETE_TOPICS_V)
+        result = await self._to_controller(request, DELETE_TOPICS_V, "responses")
         _check(result.error_code, result.error_message)
         return {"name": name}
 

@@ -149,3 +149,14 @@ def test_reset_offsets_of_an_inactive_group(writable: Broker) -> None:
                            ({"topic": "missing", "to": "latest"}, 404)]:
         assert call(url, "POST", "/api/groups/readers/offsets", body)[0] == expected, body
     assert _committed(bs, "readers", "orders", 2) == {0: PER_PARTITION, 1: PER_PARTITION}
+
+
+def test_delete_topic_enable_false_refuses_as_kafka_does(tmp_path: Path) -> None:
+    with _broker(tmp_path, **{"operations.write.enable": "true",
+                              "delete.topic.enable": "false"}) as broker:
+        url = broker.operations_url
+        assert url is not None
+        assert call(url, "POST", "/api/topics", {"name": "kept"})[0] == 200
+        status, answer = call(url, "DELETE", "/api/topics/kept")
+        assert status == 400 and answer["error"].startswith("TOPIC_DELETION_DISABLED"), answer
+        assert "kept" in _topics(broker.bootstrap_servers)
