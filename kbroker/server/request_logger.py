@@ -36,6 +36,9 @@ MAX_BODY_CHARS:
 
 The request metrics (kbroker.server.request_metrics, while /metrics is served) take
 their times from the same LoggedRequest, at the same point: no second set of clocks.
+A request followed for them alone skips what only the line and the trace use (the
+wall clock, the response's size), so a line logged for it after the level changed
+mid-flight says responseBytes=0.
 
 Off costs nothing on the hot path: the connection asks `active()` (one cached
 isEnabledFor) per read and builds no entry, string or timestamp unless it is on; a
@@ -77,11 +80,11 @@ class LoggedRequest:
     __slots__ = ("connection", "api_key", "api_version", "correlation_id", "client_id",
                  "request_bytes", "request_text", "response", "response_bytes", "closed",
                  "received_ns", "received_wall", "started_ns", "returned_ns", "ready_ns",
-                 "dequeued_ns", "send_mark")
+                 "dequeued_ns", "send_mark", "detailed")
 
     def __init__(self, connection: Connection, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, request_bytes: int,
-                 received_ns: int) -> None:
+                 received_ns: int, detailed: bool = True) -> None:
         self.connection = connection
         self.api_key = api_key
         self.api_version = api_version
@@ -94,7 +97,10 @@ class LoggedRequest:
         self.closed = False
         now = _now()
         self.received_ns = received_ns
-        self.received_wall = time.time() - (now - self.received_ns) / 1e9
+        # the wall clock and the response's size are for the log line and the trace; the
+        # request metrics alone need neither (not detailed: 0)
+        self.detailed = detailed
+        self.received_wall = time.time() - (now - received_ns) / 1e9 if detailed else 0.0
         self.started_ns = self.returned_ns = self.ready_ns = self.dequeued_ns = now
         self.send_mark = 0  # the writer's sent_bytes once this response is all written
 
@@ -112,7 +118,7 @@ class LoggedRequest:
     def dequeued(self, parts: list[Any] | None) -> None:
         """Its turn came: `parts` (the encoded response, if any) go to the writer."""
         self.dequeued_ns = _now()
-        if parts:
+        if parts and self.detailed:
             self.response_bytes = sum(
                 len(p) if isinstance(p, bytes | bytearray | memoryview) else p.size
                 for p in parts) - 4
@@ -137,7 +143,8 @@ class RequestLog:
                  received_ns: int) -> LoggedRequest:
         client_id = header.client_id if header is not None else None
         entry = LoggedRequest(connection, api_key, api_version, correlation_id, client_id, size,
-                              received_ns)
+                              received_ns, self.trace is not None
+                              or request_logger.isEnabledFor(_DEBUG))
         if request is not None and request_logger.isEnabledFor(TRACE):
             entry.request_text = _bounded(to_json(request, api_version))
         if self.trace is not None:
