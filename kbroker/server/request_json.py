@@ -281,7 +281,7 @@ def _count_plan(cls: type[Any], top: type[Any], version: int) -> _CountPlan:
             if not field.present(version):
                 continue
             if nested is None:
-                if field.name == "error_code":
+                if field.name.endswith("error_code"):  # partition_error_code, ... as errors()
                     steps.append((field.name, None, None, False))
                 continue
             inner = _count_plan(nested, top, version)

@@ -151,3 +151,4 @@ def test_errors_under_other_names_are_counted() -> None:
             for i in range(3)])])
     codes, _ = errors(response, 3)
     assert dict(codes) == {"NONE": 1, "CONCURRENT_TRANSACTIONS": 2}
+    assert error_counts(response, 3) == {0: 1, 51: 2}  # the request metrics count them too
