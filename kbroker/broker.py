@@ -16,6 +16,10 @@ Threading: everything in BrokerState (logs, topic registry, connections) is
 used from the broker's loop thread only; `Broker.stop()` hands over to that
 thread with call_soon_threadsafe.
 
+The operations HTTP listener (operations.listener: /metrics, /healthz, /readyz, the
+console; kbroker.ops) runs on the same loop, from before the logs load to after they are
+closed; `phase` (BrokerPhase, Kafka's BrokerState) tells it where the broker is.
+
 Shutdown order (SIGTERM, SIGINT, stop()): stop accepting connections; stop
 reading new requests and wake parked Fetches; wait (bounded) for in-flight
 responses to be sent; close connections; LogManager.shutdown() (flush,
@@ -25,6 +29,7 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
+import enum
 import gc
 import logging
 import os
@@ -62,6 +67,7 @@ from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMark
 from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
@@ -74,12 +80,26 @@ from kbroker.utils.time import SYSTEM_TIME, Time
 
 if TYPE_CHECKING:
     from kbroker.cluster.zk_broker import ZkBroker
+    from kbroker.ops.listener import OperationsListener
     from kbroker.server.protocol_trace import TraceSettings
+    from kbroker.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 PRODUCER_ID_EXPIRATION_CHECK_S = 600.0  # Kafka's producer.id.expiration.check.interval.ms
+
+
+class BrokerPhase(enum.IntEnum):
+    """Where the broker is in its life: Kafka's BrokerState values (the metric
+    kafka.server:type=KafkaServer,name=BrokerState); /readyz answers ready in RUNNING only."""
+
+    NOT_RUNNING = 0
+    STARTING = 1  # cluster mode: connecting to ZooKeeper
+    RECOVERY = 2  # loading (and, after an unclean shutdown, recovering) the logs
+    RUNNING = 3
+    PENDING_CONTROLLED_SHUTDOWN = 6
+    SHUTTING_DOWN = 7
 
 
 class AppendNotifier:
@@ -168,6 +188,7 @@ class BrokerState:
         # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
         self.metadata_topic_cache: dict[tuple[str, int, bool], Any] = {}
         self.append_notifier = AppendNotifier()
+        self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics, per topic
         # listener name -> (advertised host, port); filled in when the server binds
         self.endpoints: dict[str, tuple[str, int]] = {}
         self.topics: TopicCatalog
@@ -320,9 +341,19 @@ class BrokerState:
     # -- startup
 
     def startup(self) -> None:
+        self.load_logs()
+        self.finish_startup()
+
+    def load_logs(self) -> None:
+        """The topic registry and every log (recovering them after an unclean shutdown).
+        Broker._run runs this on a worker thread, while nothing else uses the state, so
+        that the loop keeps answering /healthz and /readyz meanwhile."""
         if self.registry is not None:
             self.registry.load()
         self.log_manager.startup()
+
+    def finish_startup(self) -> None:
+        """On the loop thread, after load_logs."""
         if self.registry is not None:
             self._reconcile_logs(self.registry)
         self.group_coordinator.startup()
@@ -554,6 +585,7 @@ class Broker:
         *,
         time: Time = SYSTEM_TIME,
         trace: TraceSettings | None = None,
+        operations_optional: bool = False,
     ) -> None:
         self._temp_log_dir: str | None = None
         if not isinstance(config, BrokerConfig) and not {"log.dirs", "log.dir"} & set(config or {}):
@@ -574,6 +606,11 @@ class Broker:
         self._periodic: list[asyncio.Task[None]] = []
         self.failure: str | None = None  # why the broker stopped by itself, if it did
         self._bound: list[tuple[str, int]] = []
+        self.phase = BrokerPhase.NOT_RUNNING
+        # kbroker serve: the default operations listener gives way to a taken port
+        self._operations_optional = operations_optional
+        self.operations: OperationsListener | None = None  # with operations.listener
+        self.request_metrics: RequestMetrics | None = None  # while /metrics is served
 
     # -- public API
 
@@ -589,6 +626,15 @@ class Broker:
         if not self._bound:
             raise RuntimeError("the broker is not started")
         return self._bound[0][1]
+
+    @property
+    def running(self) -> bool:
+        return self.phase is BrokerPhase.RUNNING
+
+    @property
+    def operations_url(self) -> str | None:
+        """http://host:port of the operations listener (operations.listener), once bound."""
+        return self.operations.url if self.operations is not None else None
 
     def start(self, timeout: float = 60.0) -> Broker:
         """Start in a background thread; return once the listeners accept connections."""
@@ -662,19 +708,27 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._stop_event = asyncio.Event()
-        state = BrokerState(self.config, self.time)
+        self.phase = BrokerPhase.STARTING
+        await self._start_operations()
+        try:
+            state = BrokerState(self.config, self.time)
+        except BaseException:
+            await self._stop_operations()
+            raise
         self.state = state
         try:
             if state.clustered:
                 await state.connect_cluster()
-            state.startup()
+            self.phase = BrokerPhase.RECOVERY
+            await loop.run_in_executor(None, state.load_logs)
+            state.finish_startup()
             # The logs, segments and topics loaded now live as long as the broker: keep
             # them out of the garbage collector's full passes, which otherwise walk every
             # one of them (hundreds of ms at 100,000 partitions) whenever a large request
             # allocates enough to trigger one.
             gc.freeze()
             trace = ProtocolTrace(self.trace, loop) if self.trace is not None else None
-            server = SocketServer(state, loop, trace)
+            server = SocketServer(state, loop, trace, self.request_metrics)
             self.server = server
             # A cluster broker serves nobody before it is registered (see listener.py).
             server.start(accepting=state.zk_broker is None)
@@ -688,6 +742,7 @@ class Broker:
             if self.server is not None:
                 self.server.close_all()
             state.shutdown_logs()
+            await self._stop_operations()
             raise
         self._bound = self._bound_endpoints(server)
         if install_signal_handlers:
@@ -706,6 +761,7 @@ class Broker:
                  "segments hold open files at once (log.open.segment.files.max)", open_file_limit(),
                  _open_descriptors(), len(state.log_manager.all_logs()),
                  state.log_manager.file_cache.max_open)
+        self.phase = BrokerPhase.RUNNING
         self._ready.set()
         try:
             await self._stop_event.wait()
@@ -741,10 +797,41 @@ class Broker:
                 state.txn_coordinator.remove_expired_transactional_ids)),
         ]
 
+    async def _start_operations(self) -> None:
+        """The operations HTTP listener (operations.listener), first: /healthz and /readyz
+        answer while the logs load. A port in use stops the start, unless this is
+        `kbroker serve`'s default listener, which is then left off (logged)."""
+        endpoint = self.config.operations_endpoint
+        if endpoint is None:
+            return
+        from kbroker.ops.listener import OperationsListener
+        from kbroker.server.request_metrics import RequestMetrics
+
+        listener = OperationsListener(self, *endpoint)
+        try:
+            await listener.start()
+        except OSError as e:
+            if not self._operations_optional:
+                raise OSError(e.errno, f"operations.listener {endpoint[0]}:{endpoint[1]}: "
+                                       f"{e.strerror or e}") from e
+            log.warning("the operations listener is off: cannot listen on %s:%d (%s); set "
+                        "operations.listener to another host:port", *endpoint, e.strerror or e)
+            return
+        self.operations = listener
+        self.request_metrics = RequestMetrics()
+        log.info("operations listener on %s (/metrics, /healthz, /readyz, console at /)",
+                 listener.url)
+
+    async def _stop_operations(self) -> None:
+        if self.operations is not None:
+            await self.operations.stop()
+
     async def _shutdown(self, state: BrokerState, server: Any) -> None:
         log.info("kbroker shutting down")
         if state.zk_broker is not None:  # leaderships move away while we still serve
+            self.phase = BrokerPhase.PENDING_CONTROLLED_SHUTDOWN
             await state.zk_broker.controlled_shutdown()
+        self.phase = BrokerPhase.SHUTTING_DOWN
         state.shutting_down = True
         server.stop_accepting()
         for task in self._periodic:
@@ -756,6 +843,8 @@ class Broker:
         server.close_all()
         await state.stop_cluster()
         state.shutdown_logs()
+        await self._stop_operations()
+        self.phase = BrokerPhase.NOT_RUNNING
         log.info("kbroker stopped")
 
 

@@ -12,7 +12,10 @@ arguments the broker listens on PLAINTEXT://127.0.0.1:9092 with data in
 
     kbroker listening on PLAINTEXT://127.0.0.1:9092 (log.dirs=/tmp/kbroker-logs)
 
-with the real port when the listener asked for port 0. SIGTERM or SIGINT stops
+with the real port when the listener asked for port 0. The operations listener
+(operations.listener: /metrics, /healthz, /readyz, the web console; kbroker.ops) is on
+at 127.0.0.1:9404 unless the configuration sets it (empty: off); when that default port
+is taken the broker logs it and runs without. SIGTERM or SIGINT stops
 it gracefully (exit 0). A bad configuration exits 2 with the reason.
 `--help-config` prints every broker and topic key from the one table of keys
 (kbroker.common.configs): type, default, valid values, documentation.
@@ -24,7 +27,7 @@ CONFIG_FILE (`log4j.logger.kafka.request.logger=DEBUG`) do the same, and the com
 line wins. `--trace FILE` writes the protocol trace (kbroker.server.protocol_trace),
 which `kbroker trace` reads (kbroker.tools.trace).
 
-Other subcommands (`topics`, `groups`, `cluster`, `transactions`, `perf`) register themselves in
+Other subcommands (`topics`, `groups`, `cluster`, `transactions`, `perf`, `top`) register themselves in
 `SUBCOMMANDS` with a (configure_parser, run) pair.
 """
 
@@ -39,7 +42,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kbroker import __version__
+from kbroker.common.configs import DEFAULT_OPERATIONS_LISTENER
 from kbroker.config import DEFAULT_LOG_DIR, ConfigError, load_properties_file, parse_override
+from kbroker.ops import top as top_cli
 from kbroker.perf import cli as perf_cli
 from kbroker.server.broker_loggers import ROOT, parse_level, set_levels, take_log4j_levels
 from kbroker.server.protocol_trace import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, TraceSettings
@@ -57,7 +62,9 @@ EXIT_CONFIG_ERROR = 2
 
 SERVE_EPILOG = (
     "Without CONFIG_FILE or overrides: listeners=PLAINTEXT://127.0.0.1:9092, "
-    f"log.dirs={DEFAULT_LOG_DIR}. Keys are Apache Kafka's server.properties names. "
+    f"log.dirs={DEFAULT_LOG_DIR}, operations.listener={DEFAULT_OPERATIONS_LISTENER} (/metrics, "
+    "/healthz, /readyz, the web console; empty: off). Keys are Apache Kafka's "
+    "server.properties names. "
     "SIGTERM/SIGINT stop gracefully (exit 0); a bad configuration exits 2. "
     "--help-config lists every key."
 )
@@ -141,6 +148,10 @@ def _serve(args: argparse.Namespace) -> int:
             key, value = parse_override(pair)
             props[key] = value
         levels = take_log4j_levels(props)
+        # the operations listener is on unless the configuration says otherwise (empty: off)
+        default_operations = "operations.listener" not in props
+        if default_operations:
+            props["operations.listener"] = DEFAULT_OPERATIONS_LISTENER
         config = BrokerConfig.from_props(props)
     except ConfigError as e:
         print(f"kbroker: configuration error: {e}", file=sys.stderr)
@@ -150,7 +161,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.trace:
         trace = TraceSettings(args.trace, args.trace_records, args.trace_max_bytes,
                               args.trace_backups)
-    broker = Broker(config, trace=trace)
+    broker = Broker(config, trace=trace, operations_optional=default_operations)
     try:
         broker.serve_forever()
     except ConfigError as e:
@@ -192,6 +203,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "transactions": (transactions_cli.HELP, transactions_cli.configure_parser, transactions_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
     "trace": (trace_cli.HELP, trace_cli.configure_parser, trace_cli.run),
+    "top": (top_cli.HELP, top_cli.configure_parser, top_cli.run),
 }
 
 

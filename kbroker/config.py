@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbroker.common.config_def import ConfigError, Type, parse_value
+from kbroker.common.config_def import ConfigError, Type, parse_host_port, parse_value
 from kbroker.common.configs import (
     BROKER_CONFIGS,
     DEFAULT_LOG_DIR,
@@ -284,6 +284,9 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int
     transaction_remove_expired_transaction_cleanup_interval_ms: int
     producer_id_expiration_ms: int
+    # kbroker's own
+    operations_listener: str | None
+    operations_write_enable: bool
     props: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -311,6 +314,13 @@ class BrokerConfig:
         config = cls(**values, props=dict(props))
         config.log_config()  # fail fast on values storage rejects
         return config
+
+    @property
+    def operations_endpoint(self) -> tuple[str, int] | None:
+        """(host, port) of the operations HTTP listener, None when it is off."""
+        if not self.operations_listener:
+            return None
+        return parse_host_port(self.operations_listener)
 
     def log_config(self) -> LogConfig:
         """The storage LogConfig with this broker's `log.*` defaults (no topic overrides)."""

@@ -15,13 +15,18 @@ A start on a directory that holds a cluster already reuses its data: ZooKeeper's
 and each broker's logs (so the same broker ids), and, where they are still free, the
 ports of the last start, which ports.json keeps:
 
-    {"zookeeper": 41234, "brokers": {"1": 41235, "2": 41236, "3": 41237}}
+    {"zookeeper": 41234, "brokers": {"1": 41235, "2": 41236, "3": 41237},
+     "operations": {"1": 41238, "2": 41239, "3": 41240}}
+
+("operations" with `operations=True`: each broker's operations listener, /metrics and
+the console; without it operations.listener is set empty, off.)
 
 Each broker is `python -m kbroker serve` with node.id, listeners (a port of its own,
-kept across restarts), log.dirs and zookeeper.connect (with the chroot /kbroker) as
-overrides, plus the caller's overrides. With `namespaces`, a broker runs in a network
-namespace of its own (`ip netns exec`, made by the caller) and listens on that
-namespace's address, port 9092. Every process is started in a session of its
+kept across restarts), operations.listener, log.dirs and zookeeper.connect (with the
+chroot /kbroker) as overrides, plus the caller's overrides. With `namespaces`, a broker
+runs in a network namespace of its own (`ip netns exec`, made by the caller) and listens
+on that namespace's address, port 9092 (its operations listener, when on, on port 9404).
+Every process is started in a session of its
 own, is sent SIGTERM when the process that started it dies (PR_SET_PDEATHSIG), and is signalled by
 its PID only: stop() sends SIGTERM (a controlled shutdown), kill() SIGKILL.
 
@@ -54,6 +59,7 @@ CHROOT = "/kbroker"
 READY_TIMEOUT_S = 90.0
 PORTS_FILE = "ports.json"
 NAMESPACE_PORT = 9092  # a broker alone in its network namespace has every port to itself
+NAMESPACE_OPERATIONS_PORT = 9404
 
 
 class ClusterError(RuntimeError):
@@ -64,10 +70,12 @@ class BrokerProcess:
     """One kbroker process of a Cluster."""
 
     def __init__(self, broker_id: int, directory: Path, port: int, props: Mapping[str, str],
-                 host: str = "127.0.0.1", netns: str | None = None) -> None:
+                 host: str = "127.0.0.1", netns: str | None = None,
+                 operations_port: int | None = None) -> None:
         self.broker_id = broker_id
         self.directory = directory
         self.port = port
+        self.operations_port = operations_port  # its operations listener's, when on
         self.host = host
         self.netns = netns  # the network namespace it runs in (None: the caller's)
         self.props = dict(props)
@@ -89,6 +97,10 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def operations_url(self) -> str | None:
+        return f"http://{self.host}:{self.operations_port}" if self.operations_port else None
 
     def start(self, extra: Mapping[str, str] | None = None, netns: str | None = None) -> None:
         """`netns`: run in this network namespace (default: the broker's own, if any)."""
@@ -153,13 +165,15 @@ class Cluster:
                  zookeeper: ZooKeeperServer | None = None,
                  chroot: str = CHROOT, zookeeper_port: int | None = None,
                  ensemble: ZooKeeperEnsemble | None = None,
-                 namespaces: Mapping[int, tuple[str, str]] | None = None) -> None:
+                 namespaces: Mapping[int, tuple[str, str]] | None = None,
+                 operations: bool = False) -> None:
         """`zookeeper`: a running server to use (not stopped by this Cluster; give each
         cluster on it its own `chroot`); by default the Cluster runs its own, on
         `zookeeper_port` if given. `ensemble`: a running ZooKeeper ensemble to use instead
         (not stopped either). `namespaces`: broker id -> (network namespace, its address)
         for brokers that run in one (made by the caller: it must reach ZooKeeper, and the
-        caller it)."""
+        caller it). `operations`: each broker's operations listener on a port of its own
+        (`kbroker cluster up`); off otherwise."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self._temp = directory is None
@@ -177,6 +191,7 @@ class Cluster:
         self.namespaces = dict(namespaces or {})
         self.overrides = dict(overrides or {})
         self.brokers: dict[int, BrokerProcess] = {}
+        self.operations = operations
         self._count = brokers
         self._first_id = first_id
 
@@ -192,12 +207,15 @@ class Cluster:
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]
 
-    def broker_props(self, broker_id: int, port: int, host: str | None = None) -> dict[str, str]:
+    def broker_props(self, broker_id: int, port: int, host: str | None = None,
+                     operations_port: int | None = None) -> dict[str, str]:
         directory = self.directory / f"broker-{broker_id}"
         rf = str(min(3, self._count))
         return {
             "node.id": str(broker_id),
             "listeners": f"PLAINTEXT://{host or self.host}:{port}",
+            # off unless given a port: `kbroker serve` would take its default port otherwise
+            "operations.listener": f"{host or self.host}:{operations_port}" if operations_port else "",
             "log.dirs": str(directory / "logs"),
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.session.timeout.ms": "6000",
@@ -217,12 +235,18 @@ class Cluster:
             for i in range(self._count):
                 broker_id = self._first_id + i
                 netns, host = self.namespaces.get(broker_id, (None, self.host))
+                ops_port = None
                 if netns is not None:
                     port = NAMESPACE_PORT
+                    ops_port = NAMESPACE_OPERATIONS_PORT if self.operations else None
                 else:
                     port = self._reusable(last.get("brokers", {}).get(str(broker_id))) or free_port(host)
+                    if self.operations:
+                        ops_port = (self._reusable(last.get("operations", {}).get(str(broker_id)))
+                                    or free_port(host))
                 broker = BrokerProcess(broker_id, self.directory / f"broker-{broker_id}", port,
-                                       self.broker_props(broker_id, port, host), host, netns)
+                                       self.broker_props(broker_id, port, host, ops_port), host,
+                                       netns, ops_port)
                 self.brokers[broker_id] = broker
                 broker.start()
             self._write_ports()
@@ -245,8 +269,10 @@ class Cluster:
         return port
 
     def _write_ports(self) -> None:
-        ports = {"zookeeper": self.zookeeper.port,
-                 "brokers": {str(b): p.port for b, p in self.brokers.items()}}
+        ports: dict[str, Any] = {"zookeeper": self.zookeeper.port,
+                                 "brokers": {str(b): p.port for b, p in self.brokers.items()}}
+        if self.operations:
+            ports["operations"] = {str(b): p.operations_port for b, p in self.brokers.items()}
         write_atomically(str(self.directory / PORTS_FILE), json.dumps(ports) + "\n", sync=False)
 
     def wait_formed(self, timeout: float = READY_TIMEOUT_S, brokers: list[int] | None = None) -> None:

@@ -108,7 +108,8 @@ class Partition:
                  now_ms: Callable[[], int], *, replica_lag_time_max_ms: int = 30000,
                  alter_isr: AlterIsr | None = None,
                  on_change: Callable[[TopicPartition], None] | None = None,
-                 is_alive: Callable[[int], bool] | None = None) -> None:
+                 is_alive: Callable[[int], bool] | None = None,
+                 on_isr_change: Callable[[int, int], None] | None = None) -> None:
         self.topic_partition = tp
         self.local_id = local_id
         self.log = log
@@ -117,6 +118,7 @@ class Partition:
         self._alter_isr = alter_isr
         self._on_change = on_change  # data or high watermark moved: wake parked Fetches
         self._is_alive = is_alive  # is a broker registered (cluster mode)
+        self._on_isr_change = on_isr_change  # (old size, new size): IsrShrinks/IsrExpands
         self.state = PartitionState(NO_LEADER, -1, (), ())
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: tuple[int, ...] | None = None
@@ -341,6 +343,8 @@ class Partition:
             return
         log.info("%s: ISR now %s (partition epoch %d)", self.topic_partition, list(state.isr),
                  state.partition_epoch)
+        if self._on_isr_change is not None:
+            self._on_isr_change(len(self.state.isr), len(state.isr))
         self.state = state
         if self.maybe_increment_high_watermark() and self._on_change is not None:
             self._on_change(self.topic_partition)

@@ -91,6 +91,9 @@ class ReplicaManager:
         self.broker_epoch = -1  # the czxid of our registration; older requests are stale
         # Whether a broker is registered (cluster mode: the controller's live brokers).
         self.is_alive: Callable[[int], bool] | None = None
+        # ISR changes this broker made as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- lookups for request handlers ----------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -138,6 +141,12 @@ class ReplicaManager:
             p = self.partitions.pop(tp, None)
             if p is not None:
                 p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def _isr_changed(self, old_size: int, new_size: int) -> None:
+        if new_size < old_size:
+            self.isr_shrinks += 1
+        elif new_size > old_size:
+            self.isr_expands += 1
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
@@ -212,7 +221,7 @@ class ReplicaManager:
             partition = Partition(p.tp, self.node_id, plog, self.now_ms,
                                   replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                                   alter_isr=self.alter_isr, on_change=self.on_change,
-                                  is_alive=self.is_alive)
+                                  is_alive=self.is_alive, on_isr_change=self._isr_changed)
             self.partitions[p.tp] = partition
         self.awaiting_controller.discard(p.tp)
         partition.fenced = self.zk_fenced

@@ -210,6 +210,30 @@ def all_in(*choices: str) -> ValidList:
     return ValidList(ValidString(choices))
 
 
+_HOST_PORT = re.compile(r"^(\[[^\]]*\]|[^:\[\]]*):(\d{1,5})$")
+
+
+def parse_host_port(text: str) -> tuple[str, int] | None:
+    """`host:port` or `[v6]:port` -> (host, port); None when it is not one (port > 65535
+    included)."""
+    m = _HOST_PORT.match(text)
+    if m is None or int(m.group(2)) > 65535:
+        return None
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class HostPort:
+    """host:port (an empty host: every interface), port 0-65535; empty means none."""
+
+    def __call__(self, name: str, value: Any) -> None:
+        if value and parse_host_port(value) is None:
+            raise invalid(name, value, "expected host:port, e.g. 127.0.0.1:9404")
+
+    def __str__(self) -> str:
+        return "host:port"
+
+
 @dataclass(frozen=True)
 class Only:
     """kbroker accepts one value of a key whose other values it does not implement:

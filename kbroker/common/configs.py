@@ -25,6 +25,7 @@ from kbroker.common.config_def import (
     LONG_MAX,
     ConfigDef,
     ConfigKey,
+    HostPort,
     Only,
     Range,
     ThrottledReplicas,
@@ -348,6 +349,24 @@ _COORDINATORS = (
          "How long an idempotent producer's state outlives its last write.", CLUSTER_WIDE),
 )
 
+# kbroker's own: the operations HTTP listener (kbroker.ops). Off unless set; `kbroker serve`
+# and `kbroker cluster up` set it (DEFAULT_OPERATIONS_LISTENER, a port per broker).
+DEFAULT_OPERATIONS_LISTENER = "127.0.0.1:9404"
+
+_OPERATIONS = (
+    _key("operations.listener", STRING, None, HostPort(),
+         "kbroker's own: host:port of the operations HTTP listener: /metrics (Prometheus, "
+         "named as the Prometheus JMX exporter names Kafka's metrics), /healthz, /readyz and "
+         "the web console at /. Port 0 picks a free port; unset or empty: off. An embedded "
+         f"Broker leaves it off; `kbroker serve` listens on {DEFAULT_OPERATIONS_LISTENER} unless "
+         "it is set, and runs without it, logged, when that default port is taken."),
+    _key("operations.write.enable", BOOLEAN, False, None,
+         "kbroker's own: whether the operations listener's write actions are allowed: "
+         "creating and deleting topics and resetting a consumer group's offsets from the web "
+         "console (POST and DELETE under /api/). They go through the Kafka APIs, as Kafka's "
+         "AdminClient sends them. false: the console is read-only and every write is a 403."),
+)
+
 _TOPIC_ONLY = (
     ConfigKey("follower.replication.throttled.replicas", LIST, (), ThrottledReplicas(),
               "Replicas throttled on the follower side: partitionId:brokerId pairs or * "
@@ -380,7 +399,7 @@ _TOPIC_WITH_UNITS = (
 
 BROKER_CONFIGS = ConfigDef([
     *_SERVER, *_TOPICS, *_LOG, *(broker for broker, _ in _LOG_CONFIGS), *_REPLICATION,
-    *_COORDINATORS,
+    *_COORDINATORS, *_OPERATIONS,
 ])
 TOPIC_CONFIGS = ConfigDef(sorted(
     [*(topic for _, topic in _LOG_CONFIGS), *_TOPIC_ONLY, *_TOPIC_WITH_UNITS],

@@ -94,6 +94,7 @@ class GroupCoordinator:
         self.store = store
         self.manager = GroupMetadataManager(store, config.offsets_retention_ms)
         self.loading = False
+        self.completed_rebalances = 0  # group-completed-rebalance-count (/metrics)
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = None
@@ -367,6 +368,7 @@ class GroupCoordinator:
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         group.transition(COMPLETING, now)
+        self.completed_rebalances += 1
         log.info("group %s: generation %d with %d members (protocol %s, leader %s)", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         for member in list(group.members.values()):

@@ -14,6 +14,9 @@ connections wait in the backlog) without accepting; `start_accepting()` then ser
 them. A cluster broker does so once it is registered in ZooKeeper, as Kafka enables
 request processing at the end of its startup: before, it knows nothing of the cluster.
 
+Connections created and closed are counted per listener (Kafka's socket-server-metrics
+connection-creation-total / connection-close-total), read by /metrics.
+
 Graceful stop: `stop_accepting()`, then `drain(timeout)` lets each connection
 finish and send the responses of requests it already read, then `close_all()`.
 """
@@ -36,6 +39,7 @@ from kbroker.server.request_queue import RequestQueue
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState
     from kbroker.server.protocol_trace import ProtocolTrace
+    from kbroker.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +149,8 @@ class SocketServer:
     """Used from the event loop thread only."""
 
     def __init__(self, broker: BrokerState, loop: asyncio.AbstractEventLoop,
-                 trace: ProtocolTrace | None = None) -> None:
+                 trace: ProtocolTrace | None = None,
+                 request_metrics: RequestMetrics | None = None) -> None:
         self.broker = broker
         self.loop = loop
         self.api_table = api_table(broker.clustered)
@@ -157,8 +162,12 @@ class SocketServer:
         self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
                                           broker.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
-        self.request_log = RequestLog(trace)  # kafka.request.logger and the protocol trace
+        # kafka.request.logger, the protocol trace and the request metrics
+        self.request_log = RequestLog(trace, request_metrics)
         self.connection_index = itertools.count()  # the last part of Kafka's connection ids
+        # Kafka's socket-server-metrics per listener: connection-creation/close-total
+        self.connections_created: dict[str, int] = {}
+        self.connections_closed: dict[str, int] = {}
 
     def start(self, accepting: bool = True) -> None:
         try:
@@ -184,9 +193,12 @@ class SocketServer:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connections.add(Connection(self, sock, listener_name))
+        self.connections_created[listener_name] = self.connections_created.get(listener_name, 0) + 1
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        name = conn.listener_name
+        self.connections_closed[name] = self.connections_closed.get(name, 0) + 1
 
     # -- idle sweep
 

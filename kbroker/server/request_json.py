@@ -257,6 +257,64 @@ def _collect(value: Any, cls: type[Any], top: type[Any], version: int, codes: Co
                 _collect(item, nested, top, version, codes, messages)
 
 
+def error_counts(response: Struct, version: int) -> dict[int, int]:
+    """Every error_code in the response, per partition included, counted by code: what
+    `errors` counts, without names or messages, by a plan made once per response type and
+    version (the request metrics count every response)."""
+    counts: dict[int, int] = {}
+    cls = type(response)
+    _count(response, cls, _count_plan(cls, cls, version), version, counts)
+    return counts
+
+
+# (field name, nested struct or None for the error_code itself, its plan, a list?)
+_CountPlan = tuple[tuple[str, Any, Any, bool], ...]
+_COUNT_PLANS: dict[tuple[type[Any], int], _CountPlan] = {}
+_LEAF: _CountPlan = (("error_code", None, None, False),)  # a plan that is only an error_code
+
+
+def _count_plan(cls: type[Any], top: type[Any], version: int) -> _CountPlan:
+    plan = _COUNT_PLANS.get((cls, version))
+    if plan is None:
+        steps: list[tuple[str, Any, Any, bool]] = []
+        for field, nested in _error_fields(cls, top):
+            if not field.present(version):
+                continue
+            if nested is None:
+                if field.name.endswith("error_code"):  # partition_error_code, ... as errors()
+                    steps.append((field.name, None, None, False))
+                continue
+            inner = _count_plan(nested, top, version)
+            if inner:
+                steps.append((field.name, nested, inner, field.type.startswith("[]")))
+        plan = tuple(steps)
+        _COUNT_PLANS[(cls, version)] = plan = _LEAF if plan == _LEAF else plan
+    return plan
+
+
+def _count(value: Any, cls: type[Any], plan: _CountPlan, version: int,
+           counts: dict[int, int]) -> None:
+    if not isinstance(value, cls):
+        value = _materialize(value, cls, version)
+    for name, nested, inner, many in plan:
+        found = getattr(value, name)
+        if nested is None:
+            code = int(found)
+            counts[code] = counts.get(code, 0) + 1
+        elif found is None:
+            continue
+        elif many and inner is _LEAF:
+            # a list of partitions (a Produce or Fetch response): one pass, no recursion
+            for item in found:
+                if type(item) is not nested:
+                    item = _materialize(item, nested, version)
+                code = int(item.error_code)  # int: an IntEnum hashes slowly
+                counts[code] = counts.get(code, 0) + 1
+        else:
+            for item in found if many else (found,):
+                _count(item, nested, inner, version, counts)
+
+
 _ERROR_FIELDS: dict[type[Any], tuple[tuple[FieldSpec, Any], ...]] = {}
 
 
@@ -276,6 +334,11 @@ def _error_fields(cls: type[Any], top: type[Any]) -> tuple[tuple[FieldSpec, Any]
                 out.append((field, getattr(top, item)))
         found = _ERROR_FIELDS[cls] = tuple(out)
     return found
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of an error code ("NOT_LEADER_OR_FOLLOWER"), or the number."""
+    return _error_name(code)
 
 
 def _error_name(code: int) -> str:

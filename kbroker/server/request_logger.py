@@ -34,6 +34,12 @@ MAX_BODY_CHARS:
     Request and response bodies: FindCoordinator v4 correlationId=3
     connection=127.0.0.1:9092-127.0.0.1:50514-0 request={"key_type":1,...} response={...}
 
+The request metrics (kbroker.server.request_metrics, while /metrics is served) take
+their times from the same LoggedRequest, at the same point: no second set of clocks.
+A request followed for them alone skips what only the line and the trace use (the
+wall clock, the response's size), so a line logged for it after the level changed
+mid-flight says responseBytes=0.
+
 Off costs nothing on the hot path: the connection asks `active()` (one cached
 isEnabledFor) per read and builds no entry, string or timestamp unless it is on; a
 request whose frame came with a read while it was on is followed. Levels change live (broker_loggers, IncrementalAlterConfigs
@@ -50,11 +56,12 @@ from typing import TYPE_CHECKING, Any
 
 from kbroker.server.broker_loggers import TRACE
 from kbroker.server.request_context import CLOSE_CONNECTION
-from kbroker.server.request_json import api_name, errors, to_json
+from kbroker.server.request_json import api_name, error_counts, errors, to_json
 
 if TYPE_CHECKING:
     from kbroker.server.connection import Connection
     from kbroker.server.protocol_trace import ProtocolTrace
+    from kbroker.server.request_metrics import RequestMetrics
 
 LOGGER_NAME = "kafka.request.logger"
 MAX_BODY_CHARS = 2000
@@ -73,11 +80,11 @@ class LoggedRequest:
     __slots__ = ("connection", "api_key", "api_version", "correlation_id", "client_id",
                  "request_bytes", "request_text", "response", "response_bytes", "closed",
                  "received_ns", "received_wall", "started_ns", "returned_ns", "ready_ns",
-                 "dequeued_ns", "send_mark")
+                 "dequeued_ns", "send_mark", "detailed")
 
     def __init__(self, connection: Connection, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, request_bytes: int,
-                 received_ns: int) -> None:
+                 received_ns: int, detailed: bool = True) -> None:
         self.connection = connection
         self.api_key = api_key
         self.api_version = api_version
@@ -90,7 +97,10 @@ class LoggedRequest:
         self.closed = False
         now = _now()
         self.received_ns = received_ns
-        self.received_wall = time.time() - (now - self.received_ns) / 1e9
+        # the wall clock and the response's size are for the log line and the trace; the
+        # request metrics alone need neither (not detailed: 0)
+        self.detailed = detailed
+        self.received_wall = time.time() - (now - received_ns) / 1e9 if detailed else 0.0
         self.started_ns = self.returned_ns = self.ready_ns = self.dequeued_ns = now
         self.send_mark = 0  # the writer's sent_bytes once this response is all written
 
@@ -108,28 +118,33 @@ class LoggedRequest:
     def dequeued(self, parts: list[Any] | None) -> None:
         """Its turn came: `parts` (the encoded response, if any) go to the writer."""
         self.dequeued_ns = _now()
-        if parts:
+        if parts and self.detailed:
             self.response_bytes = sum(
                 len(p) if isinstance(p, bytes | bytearray | memoryview) else p.size
                 for p in parts) - 4
 
 
 class RequestLog:
-    """One per SocketServer: the request logger and, with `--trace`, the protocol trace.
-    Used from the event loop thread only."""
+    """One per SocketServer: the request logger, with `--trace` the protocol trace, and
+    while the operations listener serves /metrics the request metrics (RequestMetrics,
+    fed from the same times). Used from the event loop thread only."""
 
-    def __init__(self, trace: ProtocolTrace | None = None) -> None:
+    def __init__(self, trace: ProtocolTrace | None = None,
+                 metrics: RequestMetrics | None = None) -> None:
         self.trace = trace
+        self.metrics = metrics
 
     def active(self) -> bool:
-        return self.trace is not None or request_logger.isEnabledFor(_DEBUG)
+        return (self.metrics is not None or self.trace is not None
+                or request_logger.isEnabledFor(_DEBUG))
 
     def received(self, connection: Connection, header: Any, request: Any, api_key: int,
                  api_version: int, correlation_id: int, size: int,
                  received_ns: int) -> LoggedRequest:
         client_id = header.client_id if header is not None else None
         entry = LoggedRequest(connection, api_key, api_version, correlation_id, client_id, size,
-                              received_ns)
+                              received_ns, self.trace is not None
+                              or request_logger.isEnabledFor(_DEBUG))
         if request is not None and request_logger.isEnabledFor(TRACE):
             entry.request_text = _bounded(to_json(request, api_version))
         if self.trace is not None:
@@ -139,10 +154,18 @@ class RequestLog:
     def completed(self, entry: LoggedRequest, sent_ns: int | None = None) -> None:
         """The response is written (or there is none): log it and trace it."""
         logging_on = request_logger.isEnabledFor(_DEBUG)
-        if not logging_on and self.trace is None:
+        if not logging_on and self.trace is None and self.metrics is None:
             return  # switched off while the request was in flight
         end = sent_ns or _now()
         response = entry.response
+        if self.metrics is not None:
+            self.metrics.completed(
+                entry.api_key, entry.api_version,
+                error_counts(response, entry.api_version) if response is not None else {},
+                entry.received_ns, entry.started_ns, entry.returned_ns, entry.ready_ns,
+                entry.dequeued_ns, end)
+            if not logging_on and self.trace is None:
+                return
         codes, messages = (errors(response, entry.api_version) if response is not None
                            else (Counter(), []))
         if logging_on:

@@ -172,6 +172,7 @@ def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
     broker.local_registry().delete(info.name)
     manager.topic_configs.pop(info.name, None)
     broker.group_coordinator.on_topic_deleted(info.name)
+    broker.topic_stats.remove_topic(info.name)
 
 
 def check_new_partition_count(info: TopicInfo, count: int) -> None:

@@ -38,6 +38,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from time import monotonic_ns as _monotonic_ns
 
 from kbroker._core import records as _records
 from kbroker.common.topic_partition import TopicPartition
@@ -64,6 +65,7 @@ from kbroker.storage.producer_state import (
 )
 from kbroker.storage.transaction_index import AbortedTxn
 from kbroker.storage.values import FetchDataInfo, LogAppendInfo, LogOffsetMetadata
+from kbroker.utils.histogram import Histogram
 from kbroker.utils.time import Time
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,7 @@ class Log:
         self.auto_high_watermark = True
         self.unflushed_messages = 0
         self.last_flush_ms = time.milliseconds()
+        self.flush_times_ms: Histogram | None = None  # LogManager's: each fsync's time
         self.closed = False
         # Called after delete_records moved the log start offset and after a truncation
         # lowered the recovery point: LogManager writes its checkpoints then (as Kafka
@@ -600,6 +603,7 @@ class Log:
         start = self.recovery_point
         if target <= start and self.unflushed_messages == 0:
             return
+        began = _monotonic_ns()
         try:
             for seg in self.segments.from_offset(start):
                 if seg.base_offset >= target and seg is not self.segments.active:
@@ -607,6 +611,7 @@ class Log:
                 seg.flush()
         except OSError as e:
             raise self._io_failed(f"flushing {self.topic_partition}", e) from e
+        self._flushed(began)
         self.leader_epoch_cache.flush()
         with self._recovery_lock:
             self._recovery_point = max(self._recovery_point, target)
@@ -669,6 +674,7 @@ class Log:
         with self._recovery_lock:
             if self._queued_flush is job:
                 self._queued_flush = None
+        began = _monotonic_ns()
         try:
             for file, seg in job.files:
                 os.fsync(file.fd)
@@ -676,10 +682,15 @@ class Log:
         except OSError as e:
             job.future.set_exception(self._io_failed(f"flushing {self.topic_partition}", e))
             return
+        self._flushed(began)
         with self._recovery_lock:
             if job.truncations == self._truncations and job.target > self._recovery_point:
                 self._recovery_point = job.target
         job.future.set_result(None)
+
+    def _flushed(self, began_ns: int) -> None:
+        if self.flush_times_ms is not None:
+            self.flush_times_ms.observe((_monotonic_ns() - began_ns) / 1e6)
 
     def close(self, *, sync: bool = True) -> None:
         """Write the leader-epoch checkpoint and a producer snapshot, close the segments.

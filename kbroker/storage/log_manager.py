@@ -49,6 +49,7 @@ from kbroker.storage.partition_metadata import read_partition_metadata, write_pa
 from kbroker.storage.replica_move import ReplicaMove, future_dir_name, partition_of_future_dir
 from kbroker.storage.segment_file_cache import SegmentFileCache
 from kbroker.utils.atomic_file import fsync_dir, sync_filesystem
+from kbroker.utils.histogram import Histogram
 from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time
 
@@ -103,6 +104,8 @@ class LogManager:
         self._written_versions: dict[str, int] = {}
         self._checkpointing: Future[None] | None = None
         self.last_load_recovered: list[TopicPartition] = []
+        self.load_ms = 0  # how long startup() took to load (and recover) every log
+        self.flush_times_ms = Histogram()  # each fsync of a log (LogFlushRateAndTimeMs)
         self._started = False
 
     # -- life cycle -------------------------------------------------------------------
@@ -154,6 +157,7 @@ class LogManager:
         if recovered:
             _log_recovery(recovered, [d for d in self.log_dirs if not os.path.exists(
                 os.path.join(d, CLEAN_SHUTDOWN_FILE))], self.time.monotonic_ms() - started_ms)
+        self.load_ms = self.time.monotonic_ms() - started_ms
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
             if os.path.exists(marker):
@@ -366,6 +370,7 @@ class LogManager:
         self._dir_of[tp] = log_dir
         lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)
         lg.on_io_error = lambda what, error: self.failures.report(log_dir, what, error)
+        lg.flush_times_ms = self.flush_times_ms
 
     def _next_log_dir(self) -> str:
         """The online log dir holding the fewest partitions (Kafka's placement rule)."""

@@ -8,7 +8,7 @@ It installs Debian's zookeeper package when it is missing, starts ZooKeeper and 
 (stdout, one line each, flushed):
 
     ZooKeeper 127.0.0.1:41234 pid 1200 log /tmp/kbroker-cluster-x/zookeeper/zookeeper.log
-    broker 1 127.0.0.1:41235 pid 1201 log /tmp/kbroker-cluster-x/broker-1/broker.log
+    broker 1 127.0.0.1:41235 pid 1201 log /tmp/kbroker-cluster-x/broker-1/broker.log operations http://127.0.0.1:41238
     ...
     zookeeper.connect=127.0.0.1:41234/kbroker
     bootstrap.servers=127.0.0.1:41235,127.0.0.1:41236,127.0.0.1:41237
@@ -21,7 +21,8 @@ stopped cleanly, 1 when one could not start or did not exit 0, 2 for bad argumen
 
 Without --dir the data lives in a temporary directory removed on stop. With --dir it
 stays, and the next `cluster up --dir D` reuses it: ZooKeeper's znodes, the brokers' logs,
-the same broker ids and, when still free, the same ports (D/ports.json); --brokers then
+the same broker ids and, when still free, the same ports (D/ports.json; each broker's
+operations listener, /metrics and the console, has a port of its own too); --brokers then
 defaults to the number of brokers D held. Overrides apply to every broker; the keys
 that differ per broker are set by the command and refused here.
 """
@@ -46,7 +47,7 @@ if TYPE_CHECKING:  # imported when `up` runs: `kbroker serve` loads this module 
 
 DEFAULT_BROKERS = 3
 PER_BROKER_KEYS = frozenset({"node.id", "broker.id", "listeners", "advertised.listeners",
-                             "log.dirs", "log.dir", "zookeeper.connect"})
+                             "log.dirs", "log.dir", "zookeeper.connect", "operations.listener"})
 WATCH_INTERVAL_S = 0.5
 
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"kbroker cluster up: {e}", file=sys.stderr)
         return EXIT_BROKER_ERROR
     cluster = Cluster(brokers=brokers, directory=args.dir, overrides=overrides,
-                      zookeeper_port=args.zookeeper_port)
+                      zookeeper_port=args.zookeeper_port, operations=True)
     kept = f"data in {cluster.directory}" + ("" if args.dir else ", removed on stop")
     _say(f"kbroker cluster: starting ZooKeeper and {brokers} brokers ({kept})")
     with _stop_on_signals():
@@ -153,7 +154,8 @@ def _print_ready(cluster: Cluster, kept: str) -> None:
     zk = cluster.zookeeper
     _say(f"ZooKeeper {zk.connect_string} pid {zk.pid} log {zk.log_path}")
     for broker_id, broker in cluster.brokers.items():
-        _say(f"broker {broker_id} {broker.bootstrap} pid {broker.pid} log {broker.log_path}")
+        _say(f"broker {broker_id} {broker.bootstrap} pid {broker.pid} log {broker.log_path} "
+             f"operations {broker.operations_url}")
     _say(f"zookeeper.connect={cluster.zookeeper_connect}")
     _say(f"bootstrap.servers={cluster.bootstrap_servers}")
     _say(f"kbroker cluster: {len(cluster.brokers)} brokers ready ({kept}); "

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,8 @@ from .support import wait_until
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 90.0
-PROCESS_LINE = re.compile(r"^(ZooKeeper|broker \d+) (\S+) pid (\d+) log (\S+)$", re.M)
+PROCESS_LINE = re.compile(
+    r"^(ZooKeeper|broker \d+) (\S+) pid (\d+) log (\S+)(?: operations (\S+))?$", re.M)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -46,6 +48,7 @@ class ClusterUp:
     bootstrap_servers: str = ""
     pids: dict[str, int] = field(default_factory=dict)  # "ZooKeeper" / "broker 1" -> PID
     addresses: dict[str, str] = field(default_factory=dict)
+    operations: dict[str, str] = field(default_factory=dict)  # "broker 1" -> its ops URL
 
     def start(self) -> ClusterUp:
         dir_args = ["--dir", str(self.directory)] if self.directory is not None else []
@@ -62,9 +65,11 @@ class ClusterUp:
             time.sleep(0.1)
         text = self.output()
         self.bootstrap_servers = re.search(r"^bootstrap\.servers=(\S+)$", text, re.M).group(1)
-        for name, address, pid, _log in PROCESS_LINE.findall(text):
+        for name, address, pid, _log, operations in PROCESS_LINE.findall(text):
             self.pids[name] = int(pid)
             self.addresses[name] = address
+            if operations:
+                self.operations[name] = operations
         return self
 
     def output(self) -> str:
@@ -128,6 +133,12 @@ def test_up_prints_zookeeper_brokers_logs_and_bootstrap(up: ClusterUp, cluster_d
     for b in (1, 2, 3):
         assert f"log {cluster_dir / f'broker-{b}' / 'broker.log'}" in up.output()
     assert f"zookeeper.connect={up.addresses['ZooKeeper']}/kbroker" in up.output()
+    # each broker's operations listener on a port of its own, ready once registered
+    assert sorted(up.operations) == ["broker 1", "broker 2", "broker 3"]
+    assert len(set(up.operations.values())) == 3
+    for url in up.operations.values():
+        with urllib.request.urlopen(url + "/readyz", timeout=10) as r:
+            assert json.loads(r.read())["checks"]["registered"] is True
 
 
 def test_status_lists_three_brokers_and_the_controller(up: ClusterUp) -> None:

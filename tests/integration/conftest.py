@@ -56,6 +56,7 @@ class BrokerProcess:
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.log_dir),
             "group.initial.rebalance.delay.ms": "0",
+            "operations.listener": "",  # off in tests, as embedded (tests/ops turn it on)
             **self.overrides,
         }
         for k, v in props.items():

@@ -22,7 +22,14 @@ from kbroker.protocol.messages.metadata import MetadataResponse
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.server.apis.metadata import EncodedTopic
-from kbroker.server.request_json import Records, api_name, errors, records_json, to_json
+from kbroker.server.request_json import (
+    Records,
+    api_name,
+    error_counts,
+    errors,
+    records_json,
+    to_json,
+)
 from tests.batches import Rec, make_batch
 
 SECRET = b"record-data-never-shown"
@@ -92,11 +99,14 @@ def test_errors_per_partition_and_messages() -> None:
             for i in range(4)])])
     codes, messages = errors(response, 9)
     assert (dict(codes), messages) == ({"NONE": 3, "NOT_LEADER_OR_FOLLOWER": 1}, [])
+    assert error_counts(response, 9) == {0: 3, 6: 1}  # the request metrics' count, by code
     coordinators = FindCoordinatorResponse(coordinators=[
         FindCoordinatorResponse.Coordinator(key=k, error_code=15, error_message="not yet")
         for k in ("a", "b")])
     codes, messages = errors(coordinators, 4)
     assert (dict(codes), messages) == ({"COORDINATOR_NOT_AVAILABLE": 2}, ["not yet"])
+    assert error_counts(coordinators, 4) == {15: 2}
+    assert error_counts(coordinators, 3) == {0: 1}  # v3: one coordinator, at the top level
 
 
 def test_pre_encoded_metadata_entries_are_read_back() -> None:
@@ -108,6 +118,7 @@ def test_pre_encoded_metadata_entries_are_read_back() -> None:
     response = MetadataResponse(topics=[EncodedTopic((), w.to_bytes())])  # type: ignore[list-item]
     codes, _ = errors(response, 12)
     assert dict(codes) == {"NONE": 1, "LEADER_NOT_AVAILABLE": 1}
+    assert error_counts(response, 12) == {0: 1, 5: 1}
     assert to_json(response, 12)["topics"][0]["partitions"][0]["leader_id"] == -1
 
 
@@ -140,3 +151,4 @@ def test_errors_under_other_names_are_counted() -> None:
             for i in range(3)])])
     codes, _ = errors(response, 3)
     assert dict(codes) == {"NONE": 1, "CONCURRENT_TRANSACTIONS": 2}
+    assert error_counts(response, 3) == {0: 1, 51: 2}  # the request metrics count them too

@@ -32,6 +32,10 @@ not the high watermark, and its fetch offset tells the leader how far that follo
 has copied (Partition.update_follower_fetch_state: ISR expansion, high watermark);
 an out-of-range answer to a follower carries the leader's log start offset and high
 watermark so that it can start over.
+
+BrokerTopicStats: each read of a partition counts one fetch request of its topic (a
+parked request's re-reads count again, as Kafka's DelayedFetch does), and the bytes a
+response carries count once, when it is answered.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.server.request_context import RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
 from kbroker.storage.log import Log
@@ -105,8 +110,22 @@ def _read_once(
         or broker.shutting_down
         or deadline - _now_ms() <= 0
     ):
+        if nbytes:
+            _count_bytes_out(broker.topic_stats, response, _replica_id(request, ctx.api_version) >= 0)
         return response, None
     return response, tps
+
+
+def _count_bytes_out(stats: BrokerTopicStats, response: FetchResponse, follower: bool) -> None:
+    """BytesOutPerSec (ReplicationBytesOutPerSec for a follower), once per answered request."""
+    for topic in response.responses:
+        sent = sum(_size(pd.records) for pd in topic.partitions)
+        if sent:
+            topic_stats = stats.topic(topic.topic)
+            if follower:
+                topic_stats.replication_bytes_out += sent
+            else:
+                topic_stats.bytes_out += sent
 
 
 def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, int, bool, list[Any]]:
@@ -147,12 +166,16 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
                 error = True
                 continue
             tps.append(tp)
+            stats = broker.topic_stats.topic(name)
+            stats.total_fetch_requests += 1
             if replica_id >= 0:
                 pd = _read_for_follower(partition, replica_id, fp, budget - total, total == 0)
             else:
                 pd = _read_partition(partition.local_log(), fp, committed, budget - total, total == 0,
                                      step)
             if pd.error_code:
+                if pd.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:  # Kafka: not a failure
+                    stats.failed_fetch_requests += 1
                 error = True
             else:
                 total += _size(pd.records)

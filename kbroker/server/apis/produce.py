@@ -8,7 +8,8 @@ and stores them, or stores nothing and raises a KafkaError: NOT_LEADER_OR_FOLLOW
 when another broker leads it (or this one is fenced), NOT_ENOUGH_REPLICAS for
 acks=all when the ISR is smaller than min.insync.replicas. The append happens
 synchronously inside `handle`, so pipelined Produce requests on one connection
-append in request order.
+append in request order. Each partition counts once in the broker's BrokerTopicStats
+(records and bytes in from the append's LogAppendInfo; never per record).
 
 The answer may wait (a coroutine; the loop serves everyone else meanwhile and
 responses still leave in request order): for the fsync when an append reaches
@@ -52,6 +53,8 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 MIN_IMPLEMENTED_VERSION = 3
+# BytesRejectedPerSec: Kafka counts batches refused for their size
+_REJECTED_FOR_SIZE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
@@ -123,12 +126,18 @@ def _append(
         partition = ctx.broker.replica_manager.leader_partition(TopicPartition(topic, pd.index))
     except KafkaError as e:
         return _error(pd.index, e.error_code), None, None
+    stats = ctx.broker.topic_stats.topic(topic)
+    stats.total_produce_requests += 1
     if not isinstance(pd.records, memoryview | bytes | bytearray) or len(pd.records) == 0:
+        stats.failed_produce_requests += 1
         return _error(pd.index, ErrorCode.CORRUPT_MESSAGE, "no records"), None, None
     min_isr = partition.local_log().config.min_insync_replicas
     try:
         info = partition.append_records_to_leader(pd.records, acks, min_isr)
     except KafkaError as e:
+        stats.failed_produce_requests += 1
+        if e.error_code in _REJECTED_FOR_SIZE:
+            stats.bytes_rejected += len(pd.records)
         record_errors = [
             RecordError(batch_index=i, batch_index_error_message=msg)
             for i, msg in getattr(e, "record_errors", None) or ()
@@ -137,8 +146,11 @@ def _append(
         resp.record_errors = record_errors
         return resp, None, None
     except Exception as e:
+        stats.failed_produce_requests += 1
         log.exception("append to %s-%d failed", topic, pd.index)
         return _error(pd.index, ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None), None, None
+    stats.messages_in += info.record_count
+    stats.bytes_in += len(pd.records)
     response = PartitionResponse(
         index=pd.index,
         error_code=ErrorCode.NONE,

@@ -47,6 +47,7 @@ def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadat
                            [(name, tid, parts) for name, (tid, parts) in topics.items()])  # type: ignore[misc]
     for topic in deleted:
         broker.group_coordinator.on_topic_deleted(topic)
+        broker.topic_stats.remove_topic(topic)
     broker.on_metadata_update()
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 

@@ -1,0 +1,358 @@
+"""The console's write actions (operations.write.enable): create and delete topics, reset a
+group's committed offsets, done as Kafka's AdminClient does them, over the Kafka protocol.
+
+    POST   /api/topics                  {"name": T, "partitions": N, "replication_factor": R,
+                                         "configs": {key: value}}; N and R absent or -1:
+                                         the broker's num.partitions and
+                                         default.replication.factor
+    DELETE /api/topics/{topic}
+    POST   /api/groups/{group}/offsets  {"topic": T, "to": "earliest" | "latest" | N}: every
+                                         partition of T; N is brought into each partition's
+                                         [log start offset, high watermark], as
+                                         kafka-consumer-groups.sh --to-offset does
+
+Each sends the requests AdminClient sends, from this broker to the broker that answers
+them: Metadata and FindCoordinator to this broker's own Kafka listener, CreateTopics and
+DeleteTopics to the controller (again, if it moved meanwhile), ListOffsets to each
+partition's leader, OffsetCommit with generation -1 and no member id to the group's
+coordinator (AdminClient.alterConsumerGroupOffsets). So every check and error is the
+Kafka APIs' own (delete.topic.enable, TOPIC_ALREADY_EXISTS, invalid configs, a group with
+active members refused with UNKNOWN_MEMBER_ID), in cluster mode as on a single broker,
+and the request log shows each request under client id `kbroker-console`. When
+authentication and ACLs land, these requests are where the console's user is to be
+authorized as the Kafka APIs authorize theirs.
+
+Refused before anything is sent: every write while operations.write.enable is false
+(403, the default); a request that says it comes from another origin (403: an Origin
+header other than this listener's, or Sec-Fetch-Site cross-site; a browser sends a JSON
+POST or a DELETE cross-origin only after a preflight, which gets no CORS answer here);
+a POST whose body is not JSON (415) or not an object with the right fields (400); any
+write while the broker is not running (503). A Kafka error is 404 for an unknown topic,
+409 for a topic that exists or a group with active members, 503 when the broker that
+should answer is not there, else 400, each with {"error": "NAME: message",
+"error_code": n}; success is 200 with what was done. Every write empties the console's
+cache of GET answers, so the next page shows it.
+
+Lock: the broker's event loop (the connections live for one action).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kbroker.client.async_connection import AsyncBrokerConnection
+from kbroker.client.connection import KafkaClientError
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.create_topics import CreateTopicsRequest
+from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
+from kbroker.protocol.messages.metadata import MetadataRequest
+from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID = "kbroker-console"
+TIMEOUT_MS = 30_000
+CONTROLLER_ATTEMPTS = 3  # NOT_CONTROLLER: the controller moved; ask Metadata again
+# what AdminClient retries, after fresh Metadata / FindCoordinator, for up to RETRY_S
+RETRIABLE = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.NOT_COORDINATOR, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REQUEST_TIMED_OUT})
+RETRY_S = 30.0
+RETRY_BACKOFF_S = 0.2
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
+METADATA_V, CREATE_TOPICS_V, DELETE_TOPICS_V = 9, 5, 5
+FIND_COORDINATOR_V, LIST_OFFSETS_V, OFFSET_COMMIT_V = 3, 5, 7
+
+
+class AdminFailed(Exception):
+    """A Kafka error code (ErrorCode) and the broker's message."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        self.code = ErrorCode(code)
+        super().__init__(f"{self.code.name}: {message}" if message else self.code.name)
+
+
+def _check(code: int, message: str | None = None) -> None:
+    if code != ErrorCode.NONE:
+        raise AdminFailed(code, message)
+
+
+class ConsoleAdmin:
+    """One write action's connections (opened as needed, closed at the end)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._connections: dict[tuple[str, int], AsyncBrokerConnection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+
+    async def __aenter__(self) -> ConsoleAdmin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+    async def _request(self, address: tuple[str, int], request: Any, version: int) -> Any:
+        try:
+            conn = self._connections.get(address)
+            if conn is None or conn.closed:
+                conn = self._connections[address] = await AsyncBrokerConnection.open(
+                    *address, CLIENT_ID, TIMEOUT_MS / 1000)
+            return await conn.request(request, version, TIMEOUT_MS / 1000)
+        except KafkaClientError as e:
+            raise AdminFailed(e.error_code or ErrorCode.NETWORK_EXCEPTION, str(e)) from None
+
+    def _own_address(self) -> tuple[str, int]:
+        host, port = self.broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        return host.strip("[]"), int(port)
+
+    async def _metadata(self, topics: list[str]) -> Any:
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False)
+        response = await self._request(self._own_address(), request, METADATA_V)
+        self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+        return response
+
+    def _address_of(self, node_id: int) -> tuple[str, int]:
+        address = self._brokers.get(node_id)
+        if address is None:
+            raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id} is not alive")
+        return address
+
+    async def _to_controller(self, request: Any, version: int, results: str) -> Any:
+        """The one topic result (response.<results>[0]) of a request to the controller."""
+        for attempt in range(CONTROLLER_ATTEMPTS):
+            metadata = await self._metadata([])
+            response = await self._request(self._address_of(metadata.controller_id), request,
+                                           version)
+            found = getattr(response, results)
+            if len(found) != 1:
+                raise AdminFailed(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                  f"{len(found)} results for one topic")
+            if found[0].error_code != ErrorCode.NOT_CONTROLLER or attempt + 1 == CONTROLLER_ATTEMPTS:
+                return found[0]
+        raise AssertionError("unreachable")
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: Mapping[str, str]) -> dict[str, Any]:
+        request = CreateTopicsRequest(timeout_ms=TIMEOUT_MS, validate_only=False, topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=replication_factor,
+                assignments=[], configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                                         for k, v in configs.items()])])
+        result = await self._to_controller(request, CREATE_TOPICS_V, "topics")
+        _check(result.error_code, result.error_message)
+        return {"name": name, "partitions": result.num_partitions,
+                "replication_factor": result.replication_factor}
+
+    async def delete_topic(self, name: str) -> dict[str, Any]:
+        request = DeleteTopicsRequest(topic_names=[name], timeout_ms=TIMEOUT_MS)
+        result = await self._to_controller(request, DELETE_TOPICS_V, "responses")
+        _check(result.error_code, result.error_message)
+        return {"name": name}
+
+    async def reset_offsets(self, group: str, topic: str, to: str | int) -> dict[int, int]:
+        """Commit `to` for every partition of `topic` in `group`: {partition: offset}.
+        Retried while the answer is retriable (RETRIABLE: a coordinator or leader moving or
+        still loading, __consumer_offsets still being created), as AdminClient does."""
+        deadline = asyncio.get_running_loop().time() + RETRY_S
+        while True:
+            try:
+                return await self._reset_offsets(group, topic, to)
+            except AdminFailed as e:
+                if e.code not in RETRIABLE or asyncio.get_running_loop().time() > deadline:
+                    raise
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _reset_offsets(self, group: str, topic: str, to: str | int) -> dict[int, int]:
+        metadata = await self._metadata([topic])
+        found = metadata.topics[0]
+        _check(found.error_code, f"topic {topic!r}")
+        leaders: dict[int, int] = {p.partition_index: p.leader_id for p in found.partitions}
+        if to == "earliest" or to == "latest":
+            targets = await self._list_offsets(topic, leaders, EARLIEST if to == "earliest" else LATEST)
+        else:
+            assert isinstance(to, int)
+            low = await self._list_offsets(topic, leaders, EARLIEST)
+            high = await self._list_offsets(topic, leaders, LATEST)
+            targets = {p: min(max(to, low[p]), high[p]) for p in leaders}
+        coordinator = await self._request(self._own_address(), FindCoordinatorRequest(
+            key=group, key_type=0), FIND_COORDINATOR_V)
+        _check(coordinator.error_code, coordinator.error_message)
+        commit = OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                    committed_metadata="")
+                for p, o in sorted(targets.items())])])
+        response = await self._request((coordinator.host, coordinator.port), commit,
+                                       OFFSET_COMMIT_V)
+        for t in response.topics:
+            for p in t.partitions:
+                _check(p.error_code, f"{t.name}-{p.partition_index}")
+        return dict(sorted(targets.items()))
+
+    async def _list_offsets(self, topic: str, leaders: Mapping[int, int],
+                            timestamp: int) -> dict[int, int]:
+        by_leader: dict[int, list[int]] = {}
+        for partition, leader in leaders.items():
+            if leader < 0:
+                raise AdminFailed(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition}")
+            by_leader.setdefault(leader, []).append(partition)
+        offsets: dict[int, int] = {}
+        for leader, partitions in by_leader.items():
+            request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+                ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+                    ListOffsetsRequest.ListOffsetsPartition(
+                        partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
+                    for p in partitions])])
+            response = await self._request(self._address_of(leader), request, LIST_OFFSETS_V)
+            for t in response.topics:
+                for p in t.partitions:
+                    _check(p.error_code, f"{topic}-{p.partition_index}")
+                    offsets[p.partition_index] = p.offset
+        return offsets
+
+
+# -- HTTP
+
+_NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND}
+_CONFLICT = {ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.UNKNOWN_MEMBER_ID,
+             ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS}
+_UNAVAILABLE = {ErrorCode.NETWORK_EXCEPTION, ErrorCode.BROKER_NOT_AVAILABLE,
+                ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+                ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
+INT32_MAX, INT16_MAX = 2**31 - 1, 2**15 - 1
+
+Action = Callable[[ConsoleAdmin, web.Request], Awaitable[Any]]
+
+
+class BadRequest(ValueError):
+    """The HTTP request itself is wrong (400), before anything is sent to Kafka."""
+
+
+def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]) -> None:
+    """The write routes; `written` is called after every write that was sent."""
+
+    def route(method: str, path: str, action: Action) -> None:
+        async def handler(request: web.Request) -> web.Response:
+            refusal = _refusal(broker, request)
+            if refusal is not None:
+                return refusal
+            try:
+                async with ConsoleAdmin(broker) as admin:
+                    done = await action(admin, request)
+            except BadRequest as e:
+                return web.json_response({"error": str(e)}, status=400)
+            except AdminFailed as e:
+                return web.json_response({"error": str(e), "error_code": int(e.code)},
+                                         status=_status(e.code))
+            finally:
+                written()
+            log.info("console: %s %s: %s", method, request.path, done)
+            return web.json_response(done)
+        app.router.add_route(method, path, handler)
+
+    route("POST", "/api/topics", _create_topic)
+    route("DELETE", "/api/topics/{topic}", _delete_topic)
+    route("POST", "/api/groups/{group}/offsets", _reset_offsets)
+
+
+def _refusal(broker: Broker, request: web.Request) -> web.Response | None:
+    if not broker.config.operations_write_enable:
+        return web.json_response({"error": "the console is read-only: writes need "
+                                           "operations.write.enable=true"}, status=403)
+    origin = request.headers.get("Origin")
+    if (origin is not None and origin != f"{request.scheme}://{request.host}"
+            or request.headers.get("Sec-Fetch-Site") == "cross-site"):
+        return web.json_response({"error": f"a write from another origin ({origin})"},
+                                 status=403)
+    if broker.state is None or not broker.running:
+        return web.json_response({"error": f"the broker is not running ({broker.phase.name})"},
+                                 status=503)
+    if request.method == "POST" and request.content_type != "application/json":
+        return web.json_response({"error": "the body must be application/json"}, status=415)
+    return None
+
+
+def _status(code: ErrorCode) -> int:
+    if code in _NOT_FOUND:
+        return 404
+    if code in _CONFLICT:
+        return 409
+    return 503 if code in _UNAVAILABLE else 400
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.text())
+    except ValueError as e:
+        raise BadRequest(f"the body is not JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
+
+
+def _string(body: Mapping[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{name} must be a non-empty string")
+    return value
+
+
+def _integer(body: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRequest(f"{name} must be an integer in [{low}, {high}]")
+    return value
+
+
+async def _create_topic(admin: ConsoleAdmin, request: web.Request) -> dict[str, Any]:
+    body = await _body(request)
+    configs = body.get("configs") or {}
+    if not isinstance(configs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str | int | float) and not isinstance(v, bool)
+            for k, v in configs.items()):
+        raise BadRequest("configs must be an object of key: value (strings or numbers)")
+    return await admin.create_topic(
+        _string(body, "name"), _integer(body, "partitions", -1, -1, INT32_MAX),
+        _integer(body, "replication_factor", -1, -1, INT16_MAX),
+        {k: str(v) for k, v in configs.items()})
+
+
+async def _delete_topic(admin: ConsoleAdmin, request: web.Request) -> dict[str, Any]:
+    return await admin.delete_topic(request.match_info["topic"])
+
+
+async def _reset_offsets(admin: ConsoleAdmin, request: web.Request) -> dict[str, Any]:
+    body = await _body(request)
+    group, topic, to = request.match_info["group"], _string(body, "topic"), body.get("to")
+    if not (to in ("earliest", "latest")
+            or isinstance(to, int) and not isinstance(to, bool) and to >= 0):
+        raise BadRequest('to must be "earliest", "latest" or an offset >= 0')
+    try:
+        offsets = await admin.reset_offsets(group, topic, to)
+    except AdminFailed as e:
+        if e.code in _CONFLICT - {ErrorCode.TOPIC_ALREADY_EXISTS}:
+            raise AdminFailed(e.code, f"group {group!r} has active members: stop them first "
+                                      "(as kafka-consumer-groups.sh requires)") from None
+        raise
+    return {"group": group, "topic": topic,
+            "offsets": [{"partition": p, "offset": o} for p, o in offsets.items()]}

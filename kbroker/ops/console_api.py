@@ -1,0 +1,297 @@
+"""The web console's JSON: what the broker knows, read on its loop (the write actions,
+behind operations.write.enable, are kbroker.ops.console_admin's).
+
+    GET /api/overview                 this broker, the cluster's brokers and controller,
+                                      counts (topics, partitions, groups, connections,
+                                      under-replicated and offline partitions)
+    GET /api/topics                   every topic: partitions, replication factor, size
+                                      and records on this broker, config overrides
+    GET /api/topics/{topic}           one topic's partitions: leader, leader epoch,
+                                      replicas, ISR, offline replicas, and where this
+                                      broker holds a replica its offsets, size, segments
+    GET /api/groups                   the groups this broker coordinates: state, protocol,
+                                      members with their assignments, committed offsets
+                                      and lag per partition (as kbroker.ops.metrics)
+    GET /api/messages?topic=T&partition=P&offset=O&limit=N
+                                      up to N (1-500, default 20) records of a partition
+                                      this broker holds, from offset O (default: the
+                                      last N below the high watermark): offset,
+                                      timestamp, key, value and headers as base64 (the
+                                      console shows them as text, JSON or hex)
+    GET /api/bench                    the latest bench/matrix.py report found under
+                                      bench/results (the working directory's, then the
+                                      source tree's): its JSON summary; /api/bench/image
+                                      its PNG
+
+Each URL's answer is computed at most once per CACHE_S (a second) and served from
+memory meanwhile, so a page reloaded in a loop costs the broker little. A parameter that is missing, not a number or out of range is a 400, a topic or
+partition that does not exist here a 404, and anything while the broker is not running
+(starting, loading logs, stopped) a 503; each with {"error": "..."}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kbroker import __version__
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.ops import console_admin
+from kbroker.ops.metrics import controller_figures, group_lag
+from kbroker.protocol.codec import DecodeError, Reader
+from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from kbroker.records.file_slice import FileSlice
+from kbroker.records.record_iter import iter_records
+
+if TYPE_CHECKING:
+    from kbroker.broker import Broker, BrokerState
+
+MAX_RECORDS = 500
+DEFAULT_RECORDS = 20
+READ_BYTES = 4 * 1024 * 1024  # a message browser read, at most
+CACHE_S = 1.0  # a URL's answer is computed at most this often
+CACHE_ENTRIES = 256
+BENCH_DIRS = (Path.cwd() / "bench" / "results",
+              Path(__file__).resolve().parents[2] / "bench" / "results")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def add_routes(app: web.Application, broker: Broker) -> None:
+    cache: dict[str, tuple[float, bytes]] = {}  # URL -> (when, body): CACHE_S per URL
+
+    def route(path: str, build: Callable[[BrokerState, web.Request], Any]) -> None:
+        async def handler(request: web.Request) -> web.Response:
+            state = broker.state
+            if state is None or not broker.running:
+                return _error(503, f"the broker is not running ({broker.phase.name})")
+            now = asyncio.get_running_loop().time()
+            key = str(request.rel_url)
+            found = cache.get(key)
+            if found is None or now - found[0] >= CACHE_S:
+                if len(cache) >= CACHE_ENTRIES:
+                    cache.clear()
+                found = cache[key] = (now, _dumps(build(state, request)).encode())
+            return web.Response(body=found[1], content_type="application/json")
+        app.router.add_get(path, handler)
+
+    route("/api/overview", lambda state, _r: overview(broker, state))
+    route("/api/topics", lambda state, _r: topics(state))
+    route("/api/topics/{topic}", lambda state, r: topic(state, r.match_info["topic"]))
+    route("/api/groups", lambda state, _r: groups(state))
+    route("/api/messages", lambda state, r: messages(state, r.query))
+    console_admin.add_routes(app, broker, cache.clear)  # writes (operations.write.enable)
+    app.router.add_get("/api/bench", _bench)
+    app.router.add_get("/api/bench/image", _bench_image)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+_REFUSALS: dict[int, type[web.HTTPException]] = {
+    400: web.HTTPBadRequest, 404: web.HTTPNotFound}
+
+
+def _refused(status: int, message: str) -> web.HTTPException:
+    """A 4xx with a JSON body naming what was wrong."""
+    return _REFUSALS[status](text=_dumps({"error": message}), content_type="application/json")
+
+
+def overview(broker: Broker, state: BrokerState) -> dict[str, Any]:
+    cluster = state.cluster
+    controller = cluster.controller_id
+    brokers = []
+    for node in sorted(cluster.alive_brokers(), key=lambda b: b.broker_id):
+        host, port = next(iter(node.endpoints.values()), ("", 0))
+        brokers.append({"id": node.broker_id, "host": host, "port": port, "rack": node.rack,
+                        "controller": node.broker_id == controller,
+                        "this": node.broker_id == state.node_id})
+    infos = list(state.topics)
+    server = broker.server
+    _active, offline, _topics, _partitions = controller_figures(state)
+    under = sum(1 for p in state.replica_manager.partitions.values()
+                if p.is_leader and len(p.isr) < len(p.state.replicas))
+    return {
+        "version": __version__, "node_id": state.node_id, "cluster_id": state.cluster_id,
+        "clustered": state.clustered, "phase": broker.phase.name,
+        "bootstrap_servers": broker.bootstrap_servers, "controller_id": controller,
+        "brokers": brokers, "topics": len(infos),
+        "partitions": sum(i.partitions for i in infos),
+        "replicas_here": len(state.log_manager.all_logs()),
+        "groups": len(state.group_coordinator.groups),
+        "connections": len(server.connections) if server is not None else 0,
+        "under_replicated_partitions": under, "offline_partitions": offline,
+        "writes_enabled": broker.config.operations_write_enable,
+    }
+
+
+def topics(state: BrokerState) -> list[dict[str, Any]]:
+    out = []
+    for info in sorted(state.topics, key=lambda i: i.name):
+        parts = state.cluster.partitions(info)
+        size = records = 0
+        for p in range(info.partitions):
+            lg = state.get_log(info.name, p)
+            if lg is not None and not lg.closed:
+                size += lg.size_in_bytes
+                records += lg.high_watermark - lg.log_start_offset
+        out.append({
+            "name": info.name, "topic_id": str(info.topic_id), "partitions": info.partitions,
+            "replication_factor": max((len(pm.replicas) for pm in parts), default=0),
+            "internal": info.is_internal, "size_bytes": size, "records": records,
+            "under_replicated": sum(1 for pm in parts if len(pm.isr) < len(pm.replicas)),
+            "offline": sum(1 for pm in parts if pm.leader < 0),
+            "configs": dict(sorted(info.configs.items())),
+        })
+    return out
+
+
+def topic(state: BrokerState, name: str) -> dict[str, Any]:
+    info = state.topics.get(name)
+    if info is None:
+        raise _refused(404, f"no topic {name!r}")
+    partitions = []
+    for pm in state.cluster.partitions(info):
+        entry: dict[str, Any] = {
+            "partition": pm.partition, "leader": pm.leader, "leader_epoch": pm.leader_epoch,
+            "replicas": list(pm.replicas), "isr": list(pm.isr),
+            "offline_replicas": list(pm.offline_replicas)}
+        lg = state.get_log(name, pm.partition)
+        if lg is not None and not lg.closed:
+            entry.update(log_start_offset=lg.log_start_offset, high_watermark=lg.high_watermark,
+                         log_end_offset=lg.log_end_offset, size_bytes=lg.size_in_bytes,
+                         segments=len(lg.segments))
+        partitions.append(entry)
+    return {"name": name, "topic_id": str(info.topic_id), "internal": info.is_internal,
+            "configs": dict(sorted(info.configs.items())), "partitions": partitions}
+
+
+def groups(state: BrokerState) -> list[dict[str, Any]]:
+    out = []
+    for group in sorted(state.group_coordinator.groups.values(), key=lambda g: g.group_id):
+        members = [{
+            "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id, "client_host": m.client_host,
+            "assignment": _assignment(m.assignment)} for m in group.members.values()]
+        offsets = [{"topic": t, "partition": p, "committed_offset": o, "lag": lag}
+                   for t, p, o, lag in group_lag(state, group)]
+        out.append({
+            "group_id": group.group_id, "state": group.state.value,
+            "protocol_type": group.protocol_type, "protocol": group.protocol_name,
+            "generation_id": group.generation_id, "leader_id": group.leader_id,
+            "members": members, "offsets": offsets,
+            "lag": sum(lag or 0 for _t, _p, _o, lag in group_lag(state, group))})
+    return out
+
+
+def _assignment(data: bytes) -> dict[str, list[int]] | None:
+    """A `consumer` protocol member's assignment, topic -> partitions; None if another
+    protocol's (or undecodable)."""
+    if not data:
+        return {}
+    reader = Reader(bytearray(data))
+    try:
+        version = reader.int16()
+        decoded = ConsumerProtocolAssignment.decode(reader, min(max(version, 0), 3))
+    except (DecodeError, UnicodeDecodeError, ValueError):
+        return None
+    return {tp.topic: sorted(tp.partitions) for tp in decoded.assigned_partitions}
+
+
+def _int(query: Any, name: str, default: int | None, low: int, high: int) -> int:
+    text = query.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise _refused(400, f"{name} is required")
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise _refused(400, f"{name} must be an integer, not {text[:40]!r}") from None
+    if not low <= value <= high:
+        raise _refused(400, f"{name} must be in [{low}, {high}]")
+    return value
+
+
+def messages(state: BrokerState, query: Any) -> dict[str, Any]:
+    name = query.get("topic")
+    if not name:
+        raise _refused(400, "topic is required")
+    partition = _int(query, "partition", 0, 0, 2**31 - 1)
+    limit = _int(query, "limit", DEFAULT_RECORDS, 1, MAX_RECORDS)
+    if state.topics.get(name) is None:
+        raise _refused(404, f"no topic {name!r}")
+    lg = state.get_log(name, partition)
+    if lg is None or lg.closed:
+        raise _refused(404, f"this broker holds no replica of {name}-{partition}")
+    high_watermark = lg.high_watermark
+    start = _int(query, "offset", max(high_watermark - limit, lg.log_start_offset), 0, 2**63 - 1)
+    start = max(start, lg.log_start_offset)
+    out: list[dict[str, Any]] = []
+    try:
+        data = lg.read(start, READ_BYTES, max_offset=high_watermark) if start < high_watermark else None
+    except KafkaError as e:
+        raise _refused(400, str(e)) from None
+    if data is not None and data.records is not None:
+        raw = FileSlice(*data.records).read_bytes()
+        for record in iter_records(raw):
+            if record.offset < start:
+                continue
+            if len(out) >= limit:
+                break
+            out.append({"offset": record.offset, "timestamp": record.timestamp,
+                        "key": _b64(record.key), "value": _b64(record.value),
+                        "headers": [[k, _b64(v)] for k, v in record.headers]})
+    return {"topic": name, "partition": partition, "offset": start,
+            "log_start_offset": lg.log_start_offset, "high_watermark": high_watermark,
+            "records": out, "tp": str(TopicPartition(name, partition))}
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode()
+
+
+def latest_bench_report() -> Path | None:
+    for directory in BENCH_DIRS:
+        found = sorted(directory.glob("matrix-*.json")) if directory.is_dir() else []
+        if found:
+            return found[-1]
+    return None
+
+
+async def _bench(request: web.Request) -> web.Response:
+    path = latest_bench_report()
+    if path is None:
+        return _error(404, "no bench/matrix.py report under bench/results")
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return _error(404, f"cannot read {path.name}: {e}")
+    rows = [{k: r.get(k) for k in ("cell", "phase", "metric", "a", "b", "ratio")}
+            for r in document.get("summary", [])]
+    return web.json_response({
+        "file": path.name, "started": document.get("started"),
+        "a": (document.get("a") or {}).get("name"), "b": (document.get("b") or {}).get("name"),
+        "cells": document.get("cells", []), "summary": rows,
+        "geomean_ratio": document.get("geomean_ratio"),
+        "image": path.with_suffix(".png").exists()}, dumps=_dumps)
+
+
+async def _bench_image(request: web.Request) -> web.StreamResponse:
+    path = latest_bench_report()
+    image = path.with_suffix(".png") if path is not None else None
+    if image is None or not image.exists():
+        return _error(404, "the latest bench report has no PNG")
+    return web.FileResponse(image)
