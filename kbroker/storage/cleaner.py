@@ -1,0 +1,463 @@
+"""Cleaner: one cleaning of one compacted log, on a cleaner thread (Kafka's Cleaner).
+
+A CleanJob is taken on the event loop (log_cleaner.py): the inactive segments from the
+log start up to the first uncleanable offset, each with its .log held open (a
+SegmentFile), the first dirty offset (the cleaner-offset-checkpoint), the aborted
+transactions of that range and the active producers' last data offsets. Nothing else of
+the Log is touched here: the thread reads the held files and writes new ones.
+
+    1. the offset map: the keys of the dirty section [first dirty, first uncleanable),
+       latest offset per key (compaction.map_keys, in the core without the GIL); a full
+       map (log.cleaner.dedupe.buffer.size) ends the cleaning early, at the map's latest
+       offset, the rest is left for the next one;
+    2. the segments from the log start to the map's end, in groups whose sizes add up to
+       at most segment.bytes (and whose offsets fit an index's int32), are each rewritten
+       into one new segment named after the group's first base offset with the .cleaned
+       suffix: <base>.log.cleaned, .index.cleaned, .timeindex.cleaned, .txnindex.cleaned.
+       Batches whose records all survive are copied file to file (copy_file_range);
+       others are rebuilt by the core (compaction.RecordFilter), compressed ones
+       re-compressed with their own codec. The new files are fsynced.
+    3. the loop swaps each group in (Log.replace_segments: .cleaned -> .swap, the old
+       segments renamed .deleted, .swap -> no suffix); LogLoader finishes or undoes an
+       interrupted swap at the next start.
+
+Offsets never change (a cleaned segment has gaps); the active segment is never cleaned;
+a producer's last batch stays (at least its header) so idempotence survives.
+
+Lock: none; one job per log at a time (LogCleanerManager's in-progress set), on one
+cleaner thread.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import time as _time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kbroker._core import compaction
+from kbroker._core.offset_map import SLOT_SIZE, OffsetMap
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.records import compression
+from kbroker.records.batch_header import (
+    CODEC_MASK,
+    CONTROL_BIT,
+    HEADER_SIZE,
+    LENGTH_POS,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_BIT,
+)
+from kbroker.records.builder import frame_records
+from kbroker.records.file_slice import SegmentFile
+from kbroker.storage.cleaned_transactions import CleanedTransactionMetadata
+from kbroker.storage.log_segment import CLEANED_SUFFIX, LogSegment
+from kbroker.storage.transaction_index import AbortedTxn
+
+INT32_MAX = 0x7FFFFFFF
+CHUNK_BYTES = 256 * 1024  # how much of a segment the core walks in one call (default)
+
+# Called at each step of a cleaning and its swap with the step's name ("map", "clean",
+# "cleaned", "swap", "deleted"); tests raise a BaseException there to leave the files as
+# a crash at that point would.
+CrashHook = Callable[[str], None]
+
+
+class CleanerAborted(Exception):
+    """The cleaning stopped (shutdown, the log went away)."""
+
+
+@dataclass
+class SegmentToClean:
+    segment: LogSegment
+    file: SegmentFile  # held open for the cleaning, whatever the Log does meanwhile
+    size: int
+    next_offset: int  # the next segment's base offset
+    mtime: float
+
+
+@dataclass
+class CleanJob:
+    topic_partition: TopicPartition
+    directory: str
+    segments: list[SegmentToClean]
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    aborted_txns: list[AbortedTxn]
+    active_producers: dict[int, int]  # producer id -> offset of its last data batch's end
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    segment_index_bytes: int
+    max_uncompressed: int
+    truncations: int  # the Log's truncation count when the job was taken
+
+
+@dataclass
+class CleanedGroup:
+    new: LogSegment  # .cleaned files, written and fsynced
+    old: list[LogSegment]
+
+
+@dataclass
+class CleanerStats:
+    """Kafka's CleanerStats: what one cleaning read, wrote and removed."""
+
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    invalid_messages: int = 0
+    batches_copied: int = 0
+    batches_rebuilt: int = 0
+    map_utilization: float = 0.0
+    start: float = field(default_factory=_time.monotonic)
+    map_done: float = 0.0
+    end: float = 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return max((self.end or _time.monotonic()) - self.start, 1e-9)
+
+    def summary(self, tp: TopicPartition, start_offset: int, end_offset: int) -> str:
+        map_s = max(self.map_done - self.start, 0.0)
+        clean_s = max(self.elapsed - map_s, 1e-9)
+        mb = 1024 * 1024
+        return (
+            f"cleaned {tp} offsets [{start_offset}, {end_offset}) in {self.elapsed:.3f} s: "
+            f"offset map {self.map_bytes_read / mb:.1f} MB, {self.map_messages_read} records in "
+            f"{map_s:.3f} s ({self.map_bytes_read / mb / max(map_s, 1e-9):.1f} MB/s), "
+            f"{self.map_utilization:.1%} of the map used; cleaned {self.bytes_read / mb:.1f} MB "
+            f"in {clean_s:.3f} s ({self.bytes_read / mb / clean_s:.1f} MB/s), wrote "
+            f"{self.bytes_written / mb:.1f} MB ({1 - self.bytes_written / max(self.bytes_read, 1):.1%} "
+            f"smaller), {self.messages_read} records read, {self.messages_written} kept, "
+            f"{self.messages_read - self.messages_written} removed")
+
+
+@dataclass
+class CleanResult:
+    job: CleanJob
+    groups: list[CleanedGroup]
+    end_offset: int  # the next cleaning's first dirty offset
+    stats: CleanerStats
+
+
+class Throttler:
+    """log.cleaner.io.max.bytes.per.second, shared by the cleaner threads: sleeps while
+    the bytes read and written run ahead of the rate."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._start = _time.monotonic()
+        self._bytes = 0.0
+
+    def maybe_throttle(self, nbytes: int, stop: threading.Event | None = None) -> None:
+        if self.rate == float("inf") or self.rate <= 0:
+            return
+        with self._lock:
+            self._bytes += nbytes
+            now = _time.monotonic()
+            elapsed = now - self._start
+            if elapsed > 1.0:  # a new window
+                self._start, self._bytes = now, float(nbytes)
+                elapsed = 0.0
+            ahead = self._bytes / self.rate - elapsed
+        if ahead > 0:
+            if stop is not None:
+                stop.wait(ahead)
+            else:
+                _time.sleep(ahead)
+
+
+class Cleaner:
+    def __init__(self, dedupe_buffer_size: int, load_factor: float = 0.9,
+                 throttler: Throttler | None = None, crash: CrashHook | None = None,
+                 stop: threading.Event | None = None) -> None:
+        self.dedupe_buffer_size = dedupe_buffer_size
+        self.load_factor = load_factor
+        self.throttler = throttler or Throttler(float("inf"))
+        self.crash = crash
+        self.stop = stop or threading.Event()
+        self.chunk_bytes = CHUNK_BYTES
+
+    def _step(self, name: str) -> None:
+        if self.stop.is_set():
+            raise CleanerAborted("the cleaner is stopping")
+        if self.crash is not None:
+            self.crash(name)
+
+    # -- the whole cleaning ----------------------------------------------------------
+    def clean(self, job: CleanJob) -> CleanResult:
+        stats = CleanerStats()
+        maps = _Mappings(job.segments)
+        try:
+            offset_map = OffsetMap(max(self.dedupe_buffer_size, SLOT_SIZE))
+            end_offset = self._build_offset_map(job, offset_map, maps, stats)
+            stats.map_done = _time.monotonic()
+            stats.map_utilization = offset_map.utilization
+            groups = []
+            if end_offset > job.first_dirty_offset:
+                for group in group_segments_by_size(
+                        [s for s in job.segments if s.segment.base_offset < end_offset],
+                        job.segment_bytes, job.first_uncleanable_offset):
+                    groups.append(self._clean_group(job, group, offset_map, maps, stats))
+            stats.end = _time.monotonic()
+            return CleanResult(job, groups, end_offset, stats)
+        finally:
+            maps.close()
+
+    # -- 1. the offset map -----------------------------------------------------------
+    def _build_offset_map(self, job: CleanJob, offset_map: OffsetMap, maps: _Mappings,
+                          stats: CleanerStats) -> int:
+        """Kafka's buildOffsetMap: the keys of [first dirty, first uncleanable); returns the
+        end offset of the cleaning (the map's latest offset + 1)."""
+        max_size = int(offset_map.slots * self.load_factor)
+        txns = CleanedTransactionMetadata(job.aborted_txns)
+        start, end = job.first_dirty_offset, job.first_uncleanable_offset
+        for s in job.segments:
+            if s.next_offset <= start or s.segment.base_offset >= end:
+                continue
+            self._step("map")
+            buf = maps.get(s)
+            position = 0
+            stopped = False
+            while position < s.size and not stopped:
+                chunk_end, plan = _plan(buf, position, s.size, self.chunk_bytes)
+                skipped, sections = [], []
+                for (pos, size, _base, last, attributes, pid, _epoch, _count, control) in plan:
+                    if attributes & CONTROL_BIT:
+                        txns.on_control_batch_read(last, pid, _control_type(_count, control))
+                    elif txns.on_batch_read(last, pid, bool(attributes & TRANSACTIONAL_BIT)):
+                        skipped.append(pos)
+                        continue
+                    if attributes & CODEC_MASK and not attributes & CONTROL_BIT:
+                        sections.append((pos, _inflate(buf, pos, size, attributes, job)))
+                before = offset_map.latest_offset
+                reached, stopped, records = compaction.map_keys(
+                    offset_map, buf, position, chunk_end, start, end, max_size, skipped, sections)
+                stats.map_messages_read += records
+                stats.map_bytes_read += reached - position
+                self.throttler.maybe_throttle(reached - position, self.stop)
+                if reached == position and not stopped and offset_map.latest_offset == before:
+                    break
+                position = reached
+            if stopped:
+                break
+        return offset_map.latest_offset + 1
+
+    # -- 2. one group of segments into one cleaned segment ------------------------------
+    def _clean_group(self, job: CleanJob, group: list[SegmentToClean], offset_map: OffsetMap,
+                     maps: _Mappings, stats: CleanerStats) -> CleanedGroup:
+        base = group[0].segment.base_offset
+        self._step("clean")
+        new = LogSegment(job.directory, base, index_interval_bytes=job.index_interval_bytes,
+                         max_index_size=job.segment_index_bytes, created_ms=job.now_ms,
+                         suffix=CLEANED_SUFFIX)
+        for path in new.paths():  # a leftover of an earlier attempt
+            if os.path.exists(path):
+                os.unlink(path)
+        txns = CleanedTransactionMetadata()
+        record_filter = compaction.RecordFilter(offset_map, job.now_ms, job.delete_retention_ms,
+                                                job.active_producers)
+        out_fd = os.open(new.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        written = 0
+        try:
+            for s in group:
+                txns.add_aborted([t for t in job.aborted_txns
+                                  if t.last_offset >= s.segment.base_offset
+                                  and t.first_offset < s.next_offset])
+                written = self._clean_into(job, s, maps.get(s), record_filter, txns, out_fd,
+                                           written, stats)
+            os.fsync(out_fd)
+        finally:
+            os.close(out_fd)
+        os.utime(new.log_path, (group[-1].mtime, group[-1].mtime))
+        new.size = written
+        new.recover(truncate=False)  # the offset and time indexes, from the new .log
+        new.on_become_inactive()
+        new.txn_index.reset(_dedupe(txns.cleaned_index))
+        new.flush_indexes()
+        new.txn_index.flush()
+        new.release_files()
+        self._step("cleaned")
+        return CleanedGroup(new, [s.segment for s in group])
+
+    def _clean_into(self, job: CleanJob, s: SegmentToClean, buf: mmap.mmap | bytes,
+                    record_filter: compaction.RecordFilter, txns: CleanedTransactionMetadata,
+                    out_fd: int, written: int, stats: CleanerStats) -> int:
+        position = 0
+        while position < s.size:
+            if self.stop.is_set():
+                raise CleanerAborted("the cleaner is stopping")
+            chunk_end, plan = _plan(buf, position, s.size, self.chunk_bytes)
+            decisions, sections = [], []
+            for (pos, size, _base, last, attributes, pid, _epoch, count, control) in plan:
+                retention = None
+                if attributes & CONTROL_BIT:
+                    can_discard = txns.on_control_batch_read(last, pid, _control_type(count, control))
+                    horizon_passed = _horizon_passed(buf, pos, attributes, job.now_ms)
+                    discard_records = can_discard and horizon_passed
+                    last_of_producer = job.active_producers.get(pid) == last
+                    retention = (compaction.RETAIN_EMPTY if last_of_producer
+                                 else compaction.DELETE if discard_records
+                                 else compaction.DELETE_EMPTY)
+                    decisions.append((pos, retention, discard_records, can_discard))
+                elif attributes & TRANSACTIONAL_BIT:
+                    aborted = txns.on_batch_read(last, pid, True)
+                    last_of_producer = job.active_producers.get(pid) == last
+                    retention = (compaction.RETAIN_EMPTY if last_of_producer
+                                 else compaction.DELETE if aborted else compaction.DELETE_EMPTY)
+                    decisions.append((pos, retention, aborted, False))
+                if attributes & CODEC_MASK and retention != compaction.DELETE:
+                    sections.append((pos, _inflate(buf, pos, size, attributes, job)))
+            result = record_filter.filter(buf, position, chunk_end, decisions, sections)
+            stats.bytes_read += result.bytes_read
+            stats.messages_read += result.messages_read
+            stats.messages_written += result.messages_retained
+            stats.invalid_messages += result.invalid_messages
+            before = written
+            written = self._write_pieces(s, result, out_fd, written, stats)
+            stats.bytes_written += written - before
+            self.throttler.maybe_throttle(result.bytes_read + written - before, self.stop)
+            position = chunk_end
+        return written
+
+    def _write_pieces(self, s: SegmentToClean, result: compaction.FilterResult, out_fd: int,
+                      written: int, stats: CleanerStats) -> int:
+        out = memoryview(result.out)
+        for kind, start, end in result.pieces:
+            if kind == compaction.COPY:
+                stats.batches_copied += 1
+                written += _copy_range(s.file.fd, start, out_fd, written, end - start)
+                continue
+            stats.batches_rebuilt += 1
+            piece = out[start:end]
+            if kind == compaction.COMPRESS:
+                piece = memoryview(frame_records(piece[:HEADER_SIZE], piece[HEADER_SIZE:]))
+            _pwrite_all(out_fd, piece, written)
+            written += len(piece)
+        return written
+
+
+def group_segments_by_size(segments: list[SegmentToClean], max_size: int,
+                           first_uncleanable_offset: int) -> list[list[SegmentToClean]]:
+    """Kafka's groupSegmentsBySize: consecutive segments whose sizes add up to at most
+    segment.bytes and whose offsets stay within int32 of the group's base."""
+    groups: list[list[SegmentToClean]] = []
+    rest = list(segments)
+    while rest:
+        group = [rest.pop(0)]
+        size = group[0].size
+        while rest and size + rest[0].size <= max_size and (
+                group[0].size == 0
+                or min(rest[0].next_offset, first_uncleanable_offset) - 1 - group[0].segment.base_offset
+                <= INT32_MAX):
+            size += rest[0].size
+            group.append(rest.pop(0))
+        groups.append(group)
+    return groups
+
+
+class _Mappings:
+    """The held segments mapped read-only, each once, unmapped at the end."""
+
+    def __init__(self, segments: list[SegmentToClean]) -> None:
+        self._maps: dict[int, mmap.mmap] = {}
+
+    def get(self, s: SegmentToClean) -> mmap.mmap | bytes:
+        if s.size == 0:
+            return b""
+        mm = self._maps.get(s.segment.base_offset)
+        if mm is None:
+            mm = self._maps[s.segment.base_offset] = mmap.mmap(s.file.fd, s.size, mmap.MAP_SHARED,
+                                                               mmap.PROT_READ)
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        return mm
+
+    def close(self) -> None:
+        for mm in self._maps.values():
+            try:
+                mm.close()
+            except BufferError:  # a view still alive (an exception's traceback): let GC do it
+                pass
+        self._maps.clear()
+
+
+def _plan(buf: mmap.mmap | bytes, position: int, size: int, chunk_bytes: int) -> tuple[int, list]:
+    """The whole batches from position within one chunk (at least one batch)."""
+    end = min(position + chunk_bytes, size)
+    reached, plan = compaction.batch_plan(buf, position, end)
+    if reached == position:  # a batch larger than a chunk
+        length = int.from_bytes(bytes(buf[position + LENGTH_POS:position + LENGTH_POS + 4]), "big",
+                                signed=True)
+        end = min(position + LOG_OVERHEAD + max(length, 0), size)
+        reached, plan = compaction.batch_plan(buf, position, end)
+        if reached == position:
+            raise compaction_error(position)
+    return reached, plan
+
+
+def compaction_error(position: int) -> Exception:
+    from kbroker._core.records import RecordValidationError
+    from kbroker.common.error_code import ErrorCode
+    return RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "truncated batch in a segment", position)
+
+
+def _control_type(record_count: int, control_type: int) -> int:
+    """-1 for an empty (already cleaned) control batch; an unreadable one counts as an
+    unknown type (kept)."""
+    if record_count == 0:
+        return -1
+    return control_type if control_type >= 0 else 1 << 15
+
+
+def _inflate(buf: mmap.mmap | bytes, pos: int, size: int, attributes: int, job: CleanJob) -> bytes:
+    return compression.decompress(attributes & CODEC_MASK, buf[pos + HEADER_SIZE:pos + size],
+                                  job.max_uncompressed)
+
+
+def _horizon_passed(buf: mmap.mmap | bytes, pos: int, attributes: int, now_ms: int) -> bool:
+    """A batch's delete horizon (KIP-534: baseTimestamp with attribute bit 6) is past."""
+    if not attributes & 0x40:
+        return False
+    base_timestamp = int.from_bytes(bytes(buf[pos + 27:pos + 35]), "big", signed=True)
+    return base_timestamp <= now_ms
+
+
+def _dedupe(txns: list[AbortedTxn]) -> list[AbortedTxn]:
+    out: list[AbortedTxn] = []
+    for t in sorted(txns, key=lambda t: t.last_offset):
+        if not out or t.last_offset > out[-1].last_offset:
+            out.append(t)
+    return out
+
+
+def _copy_range(src_fd: int, src_pos: int, dst_fd: int, dst_pos: int, count: int) -> int:
+    """Copy count bytes file to file in the kernel (copy_file_range; pread/pwrite where the
+    filesystem refuses)."""
+    done = 0
+    while done < count:
+        try:
+            n = os.copy_file_range(src_fd, dst_fd, count - done, src_pos + done, dst_pos + done)
+        except OSError:
+            data = os.pread(src_fd, count - done, src_pos + done)
+            if not data:
+                break
+            _pwrite_all(dst_fd, memoryview(data), dst_pos + done)
+            n = len(data)
+        if n == 0:
+            raise OSError(f"copy_file_range copied nothing at {src_pos + done}")
+        done += n
+    return done
+
+
+def _pwrite_all(fd: int, data: memoryview | bytes, position: int) -> None:
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], position + done)
