@@ -59,7 +59,7 @@ INT32_MAX = 0x7FFFFFFF
 CHUNK_BYTES = 256 * 1024  # how much of a segment the core walks in one call (default)
 
 # Called at each step of a cleaning and its swap with the step's name ("map", "clean",
-# "cleaned", "swap", "deleted"); tests raise a BaseException there to leave the files as
+# "cleaned", then in Log.replace_segments "swap-log", "swap", "deleted", "renamed-log"); tests raise a BaseException there to leave the files as
 # a crash at that point would.
 CrashHook = Callable[[str], None]
 

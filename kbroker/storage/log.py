@@ -585,14 +585,14 @@ class Log:
             return False
         step = crash or (lambda _name: None)
         try:
-            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, lambda: step("swap-log"))
             step("swap")
             for seg in old:
                 self.segments.remove(seg.base_offset)
             self.segments.add(new)
             self._delete_segment_files(old)
             step("deleted")
-            new.change_suffix(SWAP_SUFFIX, "")
+            new.change_suffix(SWAP_SUFFIX, "", lambda: step("renamed-log"))
         except OSError as e:
             raise self._io_failed(f"swapping cleaned segments of {self.topic_partition}", e) from e
         if new.txn_index.entries:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kbroker._core import records as _records
@@ -481,12 +482,16 @@ class LogSegment:
                 idx.trim_to_valid_size()
         return self.change_suffix(self._index_suffix, self._index_suffix + DELETED_SUFFIX)
 
-    def change_suffix(self, old: str, new: str) -> list[str]:
+    def change_suffix(self, old: str, new: str,
+                      after_log: Callable[[], None] | None = None) -> list[str]:
         """Rename every file of the segment from name+old to name+new (Kafka's
-        changeFileSuffixes: the .log first, then the indexes); the paths that now exist.
-        Open descriptors and mappings stay valid."""
+        changeFileSuffixes: the .log first, then the indexes; after_log is called in
+        between, for tests of a crash there); the paths that now exist. Open descriptors
+        and mappings stay valid."""
         new_paths = []
-        for path in self.paths():
+        for i, path in enumerate(self.paths()):
+            if i == 1 and after_log is not None:
+                after_log()
             assert path.endswith(old), (path, old)
             target = path[: len(path) - len(old)] + new
             try:

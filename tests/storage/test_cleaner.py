@@ -340,13 +340,14 @@ def test_aborted_transactions_are_removed_and_their_markers_later(env: Env, time
     assert latest(records(env.log)) == {b"k": b"committed-before", b"j": b"after", b"z": b"z2"}
 
 
-CRASH_STEPS = ["map", "clean", "cleaned", "swap", "deleted"]
+CRASH_STEPS = ["map", "clean", "cleaned", "swap-log", "swap", "deleted", "renamed-log"]
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)
 def test_a_crash_at_any_step_recovers_the_old_or_the_new_segments(env: Env, step: str) -> None:
     lg = env.log
-    last = fill(lg, 7, 25)
+    unique = {b"u%d" % i: (put(lg, b"u%d" % i, b"only"), b"only") for i in range(10)}
+    last = {**unique, **fill(lg, 7, 25)}  # the first group holds the only record of some keys
     all_before = records(lg)
     env.crash_at = step
     with pytest.raises(Crash):
