@@ -9,15 +9,17 @@ odds are negligible, as Kafka accepts for MD5.
 
     slot: hash1 uint64 | hash2 uint64 | offset int64     (hash1 = hash2 = 0: empty)
 
-Open addressing with linear probing from hash1 % slots. The cleaner fills the map up to
-log.cleaner.io.buffer.load.factor of its slots (beyond it, probes grow long), so a probe
+Open addressing with linear probing from hash1 % slots. The table starts small and
+doubles (rehashing, without the GIL) whenever it is half full, up to `memory` bytes
+(max_slots): a cleaning uses memory for the keys it meets, its probes stay within the
+CPU caches as long as the keys fit, and freeing it is cheap. At max_slots the cleaner
+fills it up to log.cleaner.io.buffer.load.factor (beyond it, probes grow long), so a probe
 always ends at the key or an empty slot. `latest_offset` is the last offset put (or
 advanced to with update_latest_offset): records above it were not seen when the map was
 built, and the cleaner keeps them.
 
-The table is calloc'd: pages the hashes never touch stay unmapped, so a large
-log.cleaner.dedupe.buffer.size costs memory only for the keys of the log cleaned, and
-the map is freed with the cleaning that made it.
+The map is freed with the cleaning that made it: release() frees it without the GIL
+(unmapping a large table takes milliseconds the event loop must not wait for).
 
 MurmurHash3 x64 128 (Austin Appleby, public domain): 16-byte little-endian blocks k1, k2:
 k1 *= c1; k1 = rotl(k1, 31); k1 *= c2; h1 ^= k1; h1 = rotl(h1, 27); h1 += h2;
@@ -32,6 +34,9 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free
 
 SLOT_SIZE = sizeof(Slot)
+
+cdef enum:
+    INITIAL_SLOTS = 1 << 14
 
 
 cdef extern from "kb_endian.h" nogil:
@@ -120,7 +125,8 @@ cdef class OffsetMap:
     """Key -> latest offset for one cleaning; see the module docstring."""
 
     def __cinit__(self, long long memory):
-        self.slots = max(memory // <long long>sizeof(Slot), 1)
+        self.max_slots = max(memory // <long long>sizeof(Slot), 1)
+        self.slots = min(self.max_slots, INITIAL_SLOTS)
         self.table = <Slot *>calloc(self.slots, sizeof(Slot))
         if self.table == NULL:
             raise MemoryError(f"offset map of {self.slots} slots")
@@ -129,6 +135,15 @@ cdef class OffsetMap:
 
     def __dealloc__(self):
         free(self.table)
+
+    def release(self) -> None:
+        """Free the table now, without the GIL (the map is empty afterwards)."""
+        cdef Slot *table = self.table
+        self.table = <Slot *>calloc(1, sizeof(Slot))
+        self.slots = 1
+        self.size = 0
+        with nogil:
+            free(table)
 
     cdef Slot *_find(self, uint64_t h1, uint64_t h2) noexcept nogil:
         """The slot holding this hash, or the empty slot where it would go (NULL: full)."""
@@ -145,12 +160,37 @@ cdef class OffsetMap:
                 i = 0
         return NULL
 
+    cdef int _grow(self) noexcept nogil:
+        """Double the table (at most max_slots), rehashing every key: 0, or -1 when no
+        memory (the map stays as it was)."""
+        cdef Py_ssize_t slots = min(self.slots * 2, self.max_slots), i, j
+        cdef Slot *old = self.table
+        cdef Py_ssize_t old_slots = self.slots
+        cdef Slot *table = <Slot *>calloc(slots, sizeof(Slot))
+        if table == NULL:
+            return -1
+        for i in range(old_slots):
+            if old[i].hash1 == 0 and old[i].hash2 == 0:
+                continue
+            j = <Py_ssize_t>(old[i].hash1 % <uint64_t>slots)
+            while table[j].hash1 != 0 or table[j].hash2 != 0:
+                j += 1
+                if j == slots:
+                    j = 0
+            table[j] = old[i]
+        self.table = table
+        self.slots = slots
+        free(old)
+        return 0
+
     cdef int put_c(self, const unsigned char *key, Py_ssize_t length, int64_t offset) noexcept nogil:
         """Record `offset` as the key's latest: 0, or -1 when the map is full."""
         cdef uint64_t h1, h2
         murmur3_128(key, length, &h1, &h2)
         if h1 == 0 and h2 == 0:
             h2 = 1  # the empty slot's mark
+        if self.size * 2 >= self.slots and self.slots < self.max_slots:
+            self._grow()
         cdef Slot *s = self._find(h1, h2)
         if s == NULL:
             return -1
@@ -197,10 +237,12 @@ cdef class OffsetMap:
 
     @property
     def utilization(self) -> float:
-        return self.size / self.slots
+        """How full the map may yet get: keys over the most slots it may have."""
+        return self.size / self.max_slots
 
     def __len__(self):
         return self.size
 
     def __repr__(self):
-        return f"OffsetMap(slots={self.slots}, size={self.size}, latest_offset={self.latest_offset})"
+        return (f"OffsetMap(slots={self.slots}, max_slots={self.max_slots}, size={self.size}, "
+                f"latest_offset={self.latest_offset})")

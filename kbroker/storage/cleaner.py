@@ -30,15 +30,16 @@ cleaner thread.
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kbroker._core import compaction
 from kbroker._core.offset_map import SLOT_SIZE, OffsetMap
+from kbroker._core.records import RecordValidationError
+from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records import compression
 from kbroker.records.batch_header import (
@@ -54,6 +55,10 @@ from kbroker.records.file_slice import SegmentFile
 from kbroker.storage.cleaned_transactions import CleanedTransactionMetadata
 from kbroker.storage.log_segment import CLEANED_SUFFIX, LogSegment
 from kbroker.storage.transaction_index import AbortedTxn
+
+# batch_plan's (position, size, base_offset, last_offset, attributes, producer_id,
+# producer_epoch, record_count, control_type)
+SpecialBatch = tuple[int, int, int, int, int, int, int, int, int]
 
 INT32_MAX = 0x7FFFFFFF
 CHUNK_BYTES = 256 * 1024  # how much of a segment the core walks in one call (default)
@@ -184,6 +189,7 @@ class Cleaner:
         self.crash = crash
         self.stop = stop or threading.Event()
         self.chunk_bytes = CHUNK_BYTES
+        self._buffer = bytearray()
 
     def _step(self, name: str) -> None:
         if self.stop.is_set():
@@ -194,10 +200,9 @@ class Cleaner:
     # -- the whole cleaning ----------------------------------------------------------
     def clean(self, job: CleanJob) -> CleanResult:
         stats = CleanerStats()
-        maps = _Mappings(job.segments)
+        offset_map = OffsetMap(max(self.dedupe_buffer_size, SLOT_SIZE))
         try:
-            offset_map = OffsetMap(max(self.dedupe_buffer_size, SLOT_SIZE))
-            end_offset = self._build_offset_map(job, offset_map, maps, stats)
+            end_offset = self._build_offset_map(job, offset_map, stats)
             stats.map_done = _time.monotonic()
             stats.map_utilization = offset_map.utilization
             groups = []
@@ -205,54 +210,77 @@ class Cleaner:
                 for group in group_segments_by_size(
                         [s for s in job.segments if s.segment.base_offset < end_offset],
                         job.segment_bytes, job.first_uncleanable_offset):
-                    groups.append(self._clean_group(job, group, offset_map, maps, stats))
+                    groups.append(self._clean_group(job, group, offset_map, stats))
             stats.end = _time.monotonic()
             return CleanResult(job, groups, end_offset, stats)
         finally:
-            maps.close()
+            offset_map.release()
+
+    def _chunks(self, s: SegmentToClean) -> Iterator[tuple[int, memoryview, list[SpecialBatch]]]:
+        """The segment's whole batches, a chunk at a time, read into one reused buffer (a
+        read releases the GIL; a mapping's page faults and unmapping would not): (its file
+        position, the chunk, batch_plan's batches of it)."""
+        position = 0
+        while position < s.size:
+            if self.stop.is_set():
+                raise CleanerAborted("the cleaner is stopping")
+            view = self._read(s.file.fd, position, min(self.chunk_bytes, s.size - position))
+            reached, plan = compaction.batch_plan(view, 0, len(view))
+            if reached == 0:  # a batch larger than a chunk
+                length = int.from_bytes(view[LENGTH_POS:LENGTH_POS + 4], "big", signed=True)
+                view = self._read(s.file.fd, position, min(LOG_OVERHEAD + max(length, 0), s.size - position))
+                reached, plan = compaction.batch_plan(view, 0, len(view))
+                if reached == 0:
+                    raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE,
+                                                f"a batch cut short in {s.segment.log_path}", position)
+            yield position, view[:reached], plan
+            position += reached
+
+    def _read(self, fd: int, position: int, size: int) -> memoryview:
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)  # the old one goes with its last view
+        view = memoryview(self._buffer)[:size]
+        done = 0
+        while done < size:
+            n = os.preadv(fd, [view[done:]], position + done)
+            if n <= 0:
+                raise OSError(f"short read at {position + done}")
+            done += n
+        return view
 
     # -- 1. the offset map -----------------------------------------------------------
-    def _build_offset_map(self, job: CleanJob, offset_map: OffsetMap, maps: _Mappings,
-                          stats: CleanerStats) -> int:
+    def _build_offset_map(self, job: CleanJob, offset_map: OffsetMap, stats: CleanerStats) -> int:
         """Kafka's buildOffsetMap: the keys of [first dirty, first uncleanable); returns the
         end offset of the cleaning (the map's latest offset + 1)."""
-        max_size = int(offset_map.slots * self.load_factor)
+        max_size = int(offset_map.max_slots * self.load_factor)
         txns = CleanedTransactionMetadata(job.aborted_txns)
         start, end = job.first_dirty_offset, job.first_uncleanable_offset
         for s in job.segments:
             if s.next_offset <= start or s.segment.base_offset >= end:
                 continue
             self._step("map")
-            buf = maps.get(s)
-            position = 0
-            stopped = False
-            while position < s.size and not stopped:
-                chunk_end, plan = _plan(buf, position, s.size, self.chunk_bytes)
+            for _position, view, plan in self._chunks(s):
                 skipped, sections = [], []
-                for (pos, size, _base, last, attributes, pid, _epoch, _count, control) in plan:
+                for (pos, size, _base, last, attributes, pid, _epoch, count, control) in plan:
                     if attributes & CONTROL_BIT:
-                        txns.on_control_batch_read(last, pid, _control_type(_count, control))
+                        txns.on_control_batch_read(last, pid, _control_type(count, control))
                     elif txns.on_batch_read(last, pid, bool(attributes & TRANSACTIONAL_BIT)):
                         skipped.append(pos)
                         continue
                     if attributes & CODEC_MASK and not attributes & CONTROL_BIT:
-                        sections.append((pos, _inflate(buf, pos, size, attributes, job)))
-                before = offset_map.latest_offset
+                        sections.append((pos, _inflate(view, pos, size, attributes, job)))
                 reached, stopped, records = compaction.map_keys(
-                    offset_map, buf, position, chunk_end, start, end, max_size, skipped, sections)
+                    offset_map, view, 0, len(view), start, end, max_size, skipped, sections)
                 stats.map_messages_read += records
-                stats.map_bytes_read += reached - position
-                self.throttler.maybe_throttle(reached - position, self.stop)
-                if reached == position and not stopped and offset_map.latest_offset == before:
-                    break
-                position = reached
-            if stopped:
-                break
+                stats.map_bytes_read += reached
+                self.throttler.maybe_throttle(reached, self.stop)
+                if stopped:
+                    return offset_map.latest_offset + 1
         return offset_map.latest_offset + 1
 
     # -- 2. one group of segments into one cleaned segment ------------------------------
     def _clean_group(self, job: CleanJob, group: list[SegmentToClean], offset_map: OffsetMap,
-                     maps: _Mappings, stats: CleanerStats) -> CleanedGroup:
+                     stats: CleanerStats) -> CleanedGroup:
         base = group[0].segment.base_offset
         self._step("clean")
         new = LogSegment(job.directory, base, index_interval_bytes=job.index_interval_bytes,
@@ -271,8 +299,7 @@ class Cleaner:
                 txns.add_aborted([t for t in job.aborted_txns
                                   if t.last_offset >= s.segment.base_offset
                                   and t.first_offset < s.next_offset])
-                written = self._clean_into(job, s, maps.get(s), record_filter, txns, out_fd,
-                                           written, stats)
+                written = self._clean_into(job, s, record_filter, txns, out_fd, written, stats)
             os.fsync(out_fd)
         finally:
             os.close(out_fd)
@@ -287,20 +314,16 @@ class Cleaner:
         self._step("cleaned")
         return CleanedGroup(new, [s.segment for s in group])
 
-    def _clean_into(self, job: CleanJob, s: SegmentToClean, buf: mmap.mmap | bytes,
-                    record_filter: compaction.RecordFilter, txns: CleanedTransactionMetadata,
-                    out_fd: int, written: int, stats: CleanerStats) -> int:
-        position = 0
-        while position < s.size:
-            if self.stop.is_set():
-                raise CleanerAborted("the cleaner is stopping")
-            chunk_end, plan = _plan(buf, position, s.size, self.chunk_bytes)
+    def _clean_into(self, job: CleanJob, s: SegmentToClean, record_filter: compaction.RecordFilter,
+                    txns: CleanedTransactionMetadata, out_fd: int, written: int,
+                    stats: CleanerStats) -> int:
+        for position, view, plan in self._chunks(s):
             decisions, sections = [], []
             for (pos, size, _base, last, attributes, pid, _epoch, count, control) in plan:
                 retention = None
                 if attributes & CONTROL_BIT:
                     can_discard = txns.on_control_batch_read(last, pid, _control_type(count, control))
-                    horizon_passed = _horizon_passed(buf, pos, attributes, job.now_ms)
+                    horizon_passed = _horizon_passed(view, pos, attributes, job.now_ms)
                     discard_records = can_discard and horizon_passed
                     last_of_producer = job.active_producers.get(pid) == last
                     retention = (compaction.RETAIN_EMPTY if last_of_producer
@@ -314,26 +337,27 @@ class Cleaner:
                                  else compaction.DELETE if aborted else compaction.DELETE_EMPTY)
                     decisions.append((pos, retention, aborted, False))
                 if attributes & CODEC_MASK and retention != compaction.DELETE:
-                    sections.append((pos, _inflate(buf, pos, size, attributes, job)))
-            result = record_filter.filter(buf, position, chunk_end, decisions, sections)
+                    sections.append((pos, _inflate(view, pos, size, attributes, job)))
+            result = record_filter.filter(view, 0, len(view), decisions, sections)
             stats.bytes_read += result.bytes_read
             stats.messages_read += result.messages_read
             stats.messages_written += result.messages_retained
             stats.invalid_messages += result.invalid_messages
             before = written
-            written = self._write_pieces(s, result, out_fd, written, stats)
+            written = self._write_pieces(s, position, result, out_fd, written, stats)
             stats.bytes_written += written - before
             self.throttler.maybe_throttle(result.bytes_read + written - before, self.stop)
-            position = chunk_end
         return written
 
-    def _write_pieces(self, s: SegmentToClean, result: compaction.FilterResult, out_fd: int,
-                      written: int, stats: CleanerStats) -> int:
+    def _write_pieces(self, s: SegmentToClean, position: int, result: compaction.FilterResult,
+                      out_fd: int, written: int, stats: CleanerStats) -> int:
+        """Write a chunk's pieces: runs of whole batches file to file, rebuilt ones from
+        memory (compressed ones compressed here)."""
         out = memoryview(result.out)
         for kind, start, end in result.pieces:
             if kind == compaction.COPY:
                 stats.batches_copied += 1
-                written += _copy_range(s.file.fd, start, out_fd, written, end - start)
+                written += _copy_range(s.file.fd, position + start, out_fd, written, end - start)
                 continue
             stats.batches_rebuilt += 1
             piece = out[start:end]
@@ -363,51 +387,6 @@ def group_segments_by_size(segments: list[SegmentToClean], max_size: int,
     return groups
 
 
-class _Mappings:
-    """The held segments mapped read-only, each once, unmapped at the end."""
-
-    def __init__(self, segments: list[SegmentToClean]) -> None:
-        self._maps: dict[int, mmap.mmap] = {}
-
-    def get(self, s: SegmentToClean) -> mmap.mmap | bytes:
-        if s.size == 0:
-            return b""
-        mm = self._maps.get(s.segment.base_offset)
-        if mm is None:
-            mm = self._maps[s.segment.base_offset] = mmap.mmap(s.file.fd, s.size, mmap.MAP_SHARED,
-                                                               mmap.PROT_READ)
-            mm.madvise(mmap.MADV_SEQUENTIAL)
-        return mm
-
-    def close(self) -> None:
-        for mm in self._maps.values():
-            try:
-                mm.close()
-            except BufferError:  # a view still alive (an exception's traceback): let GC do it
-                pass
-        self._maps.clear()
-
-
-def _plan(buf: mmap.mmap | bytes, position: int, size: int, chunk_bytes: int) -> tuple[int, list]:
-    """The whole batches from position within one chunk (at least one batch)."""
-    end = min(position + chunk_bytes, size)
-    reached, plan = compaction.batch_plan(buf, position, end)
-    if reached == position:  # a batch larger than a chunk
-        length = int.from_bytes(bytes(buf[position + LENGTH_POS:position + LENGTH_POS + 4]), "big",
-                                signed=True)
-        end = min(position + LOG_OVERHEAD + max(length, 0), size)
-        reached, plan = compaction.batch_plan(buf, position, end)
-        if reached == position:
-            raise compaction_error(position)
-    return reached, plan
-
-
-def compaction_error(position: int) -> Exception:
-    from kbroker._core.records import RecordValidationError
-    from kbroker.common.error_code import ErrorCode
-    return RecordValidationError(ErrorCode.CORRUPT_MESSAGE, "truncated batch in a segment", position)
-
-
 def _control_type(record_count: int, control_type: int) -> int:
     """-1 for an empty (already cleaned) control batch; an unreadable one counts as an
     unknown type (kept)."""
@@ -416,12 +395,12 @@ def _control_type(record_count: int, control_type: int) -> int:
     return control_type if control_type >= 0 else 1 << 15
 
 
-def _inflate(buf: mmap.mmap | bytes, pos: int, size: int, attributes: int, job: CleanJob) -> bytes:
+def _inflate(buf: memoryview, pos: int, size: int, attributes: int, job: CleanJob) -> bytes:
     return compression.decompress(attributes & CODEC_MASK, buf[pos + HEADER_SIZE:pos + size],
                                   job.max_uncompressed)
 
 
-def _horizon_passed(buf: mmap.mmap | bytes, pos: int, attributes: int, now_ms: int) -> bool:
+def _horizon_passed(buf: memoryview, pos: int, attributes: int, now_ms: int) -> bool:
     """A batch's delete horizon (KIP-534: baseTimestamp with attribute bit 6) is past."""
     if not attributes & 0x40:
         return False

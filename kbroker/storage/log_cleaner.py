@@ -8,7 +8,8 @@ log.cleaner.threads cleaner tasks run on the broker's event loop; each, in turn:
     2. on a cleaner thread (a ThreadPoolExecutor of log.cleaner.threads): the offset map
        and the cleaned segments written with the .cleaned suffix (cleaner.py); the core
        walks records without the GIL, so the loop keeps serving requests;
-    3. on the loop: each group swapped in (Log.replace_segments: renames only);
+    3. on the loop: each group swapped in (Log.replace_segments: renames only), one group
+       per turn of the loop, so requests are served in between;
     4. on the cleaner thread: the new first dirty offset written to the log dir's
        cleaner-offset-checkpoint.
 
@@ -128,7 +129,8 @@ class LogCleaner:
         """Start log.cleaner.threads tasks on the running loop."""
         if not self.config.enable or self.config.threads <= 0:
             return
-        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="kbroker-log-cleaner")
+        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="kbroker-log-cleaner",
+                                        initializer=_background_priority)
         self._tasks = [asyncio.ensure_future(self._run()) for _ in range(self.config.threads)]
 
     async def _run(self) -> None:
@@ -150,11 +152,18 @@ class LogCleaner:
         if taken is None:
             return False
         job, log_dir, lg = taken
-        result = None
+        offset = None
         try:
             result = await loop.run_in_executor(self._pool, self._clean_or_fail, cleaner, job, log_dir)
+            if result is not None:
+                for i in range(len(result.groups)):  # one group per loop turn: short stalls
+                    if not self._swap_group(result, lg, i):
+                        break
+                    await asyncio.sleep(0)
+                else:
+                    offset = self._swapped(result)
         finally:
-            offset = self._finish(job, lg, result)
+            self.manager.done_cleaning(job.topic_partition)
         if offset is not None:
             await loop.run_in_executor(self._pool, self.manager.update_checkpoint, log_dir,
                                        job.topic_partition, offset)
@@ -177,11 +186,14 @@ class LogCleaner:
         if taken is None:
             return None
         job, log_dir, lg = taken
-        result = None
+        offset = None
         try:
             result = self._clean_or_fail(self._cleaner(), job, log_dir, reraise=True)
+            if result is not None and all(self._swap_group(result, lg, i)
+                                          for i in range(len(result.groups))):
+                offset = self._swapped(result)
         finally:
-            offset = self._finish(job, lg, result)
+            self.manager.done_cleaning(job.topic_partition)
         if offset is not None:
             self.manager.update_checkpoint(log_dir, job.topic_partition, offset)
         return result
@@ -256,26 +268,23 @@ class LogCleaner:
                 raise
             return None
 
-    def _finish(self, job: CleanJob, lg: Log, result: CleanResult | None) -> int | None:
-        """On the loop, after the cleaner thread: the swap (when the cleaning finished) and
-        the log free for the next cleaning; the new first dirty offset, if any."""
-        try:
-            return self._swap(result, lg) if result is not None else None
-        finally:
-            self.manager.done_cleaning(job.topic_partition)
-
-    def _swap(self, result: CleanResult, lg: Log) -> int | None:
-        """On the loop: swap each cleaned group in; the new first dirty offset (None when the
-        log changed meanwhile and the cleaning was dropped)."""
+    def _swap_group(self, result: CleanResult, lg: Log, i: int) -> bool:
+        """On the loop: swap the i-th cleaned group in (Log.replace_segments); False when the
+        log changed meanwhile: the cleaning is dropped, its other groups' files removed."""
         job = result.job
-        for i, group in enumerate(result.groups):
-            if not lg.replace_segments(group.new, group.old, job.truncations, self.crash):
-                for later in result.groups[i + 1:]:
-                    for path in later.new.paths():
-                        if os.path.exists(path):
-                            os.unlink(path)
-                log.info("dropped the cleaning of %s: the log changed meanwhile", job.topic_partition)
-                return None
+        if lg.replace_segments(result.groups[i].new, result.groups[i].old, job.truncations,
+                               self.crash):
+            return True
+        for later in result.groups[i + 1:]:
+            for path in later.new.paths():
+                if os.path.exists(path):
+                    os.unlink(path)
+        log.info("dropped the cleaning of %s: the log changed meanwhile", job.topic_partition)
+        return False
+
+    def _swapped(self, result: CleanResult) -> int:
+        """Every group is in: the stats, and the next cleaning's first dirty offset."""
+        job = result.job
         self.stats.add(job.topic_partition, result.stats)
         log.info("%s", result.stats.summary(job.topic_partition, job.first_dirty_offset,
                                             result.end_offset))
@@ -285,6 +294,19 @@ class LogCleaner:
         """A log deleted or moved away: its checkpoint entry goes."""
         self.manager.uncleanable.discard(tp)
         self.manager.update_checkpoint(log_dir, tp, None)
+
+
+CLEANER_NICE = 10
+
+
+def _background_priority() -> None:
+    """A cleaner thread yields the CPU to the event loop when both want it (a nice value
+    of its own: Linux schedules threads one by one). Its GIL-holding stretches are short,
+    so a preempted one does not hold the loop up for long."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CLEANER_NICE)
+    except (OSError, AttributeError):
+        pass
 
 
 def _remove_cleaned(job: CleanJob) -> None:

@@ -30,7 +30,7 @@ def test_murmur3_x64_128_reference_values() -> None:
 
 def test_offset_map_keeps_the_latest_offset_per_key() -> None:
     m = OffsetMap(SLOT_SIZE * 64)
-    assert m.slots == 64
+    assert m.max_slots == 64
     m.put(b"a", 1)
     m.put(b"b", 2)
     m.put(b"a", 7)
