@@ -363,3 +363,28 @@ def test_a_crash_at_any_step_recovers_the_old_or_the_new_segments(env: Env, step
     # and the next cleaning completes
     env.clean()
     assert {k: (o, v) for o, k, v in records(env.log)} == last
+
+
+class _Waits:
+    """A stop event that records how long it was asked to wait."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        return False
+
+
+def test_the_io_throttle_makes_the_cleaner_wait() -> None:
+    from kbroker.storage.cleaner import Throttler
+
+    waits = _Waits()
+    throttle = Throttler(1_000_000)
+    throttle.maybe_throttle(10_000, waits)  # type: ignore[arg-type]
+    assert waits.waits == [] or waits.waits[0] < 0.02
+    throttle.maybe_throttle(3_000_000, waits)  # type: ignore[arg-type]
+    assert waits.waits and waits.waits[-1] > 2.0  # 3 MB at 1 MB/s: about 3 s ahead
+    unlimited = _Waits()
+    Throttler(float("inf")).maybe_throttle(1 << 40, unlimited)  # type: ignore[arg-type]
+    assert unlimited.waits == []
