@@ -19,7 +19,8 @@ latency     Two `kbroker serve` processes in turn on the same data (a compacted 
             that topic at once), one with false; each restarted on a fresh copy of the
             data; the order alternates between repeats. While it runs, another process
             keeps writing keyed records to that topic (--dirty-rate-mb MB/s, so the
-            cleaner keeps finding dirty segments), and a confluent-kafka producer sends
+            cleaner keeps finding dirty segments; --dirty-ratio is the topic's
+            min.cleanable.dirty.ratio: Kafka's 0.5, or 0.01 to clean after every roll), and a confluent-kafka producer sends
             1 KiB records at --rate per second (acks=1, linger.ms=0) to another topic for
             --seconds; librdkafka reports each record's latency. The figure: p50/p99
             with and without the cleaner, their ratio (the issue's goal: p99 within 1.5x),
@@ -189,7 +190,7 @@ def preload(args: argparse.Namespace, log_dir: Path) -> Path:
     try:
         b.wait_ready()
         _admin_create(b.bootstrap, "dirty", {"cleanup.policy": "compact", "segment.bytes": str(2 * MB),
-                                            "min.cleanable.dirty.ratio": "0.01"})
+                                            "min.cleanable.dirty.ratio": str(args.dirty_ratio)})
         _admin_create(b.bootstrap, "live", {})
         p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
         value = os.urandom(512).hex().encode()
@@ -315,6 +316,9 @@ def main() -> int:
     ap.add_argument("--dirty-mb", type=int, default=200, help="the latency part's dirty topic")
     ap.add_argument("--dirty-rate-mb", type=float, default=4.0,
                     help="MB/s of keyed records written to it while measuring (cleaner on or off)")
+    ap.add_argument("--dirty-ratio", type=float, default=0.5,
+                    help="min.cleanable.dirty.ratio of that topic (0.01: a cleaning after every "
+                         "segment roll, the clean part rewritten each time)")
     ap.add_argument("--rate", type=int, default=2000, help="records/s produced while measuring")
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--repeats", type=int, default=2)

@@ -568,15 +568,31 @@ class Log:
     def replace_segments(self, new: LogSegment, old: list[LogSegment], truncations: int,
                          crash: Callable[[str], None] | None = None) -> bool:
         """Swap the log cleaner's segment (its files with the .cleaned suffix) in for the
-        segments it replaces, as Kafka's replaceSegments: .cleaned -> .swap, the new segment
-        in, the old ones renamed .deleted (removed after file.delete.delay.ms; reads in
-        flight keep their descriptors), .swap -> no suffix. A crash anywhere leaves what
-        LogLoader finishes (a whole .swap) or undoes (.cleaned files). False, and the new
-        files removed, when the log changed meanwhile (closed, truncated, an old segment
-        deleted; `truncations`: the count when the cleaning began)."""
+        segments it replaces, as Kafka's replaceSegments, in three steps the cleaner may
+        spread over turns of the event loop (each leaves the log readable):
+
+          begin_replace    .cleaned -> .swap; the new segment in the log, the old ones out
+          retire_segments  the old ones' files renamed .deleted (removed after
+                           file.delete.delay.ms; reads in flight keep their descriptors)
+          finish_replace   .swap -> no suffix
+
+        A crash anywhere leaves what LogLoader finishes (a whole .swap: the old segments in
+        its range go) or undoes (.cleaned files). False, and the new files removed, when
+        the log changed meanwhile (closed, truncated, an old segment deleted;
+        `truncations`: the count when the cleaning began)."""
+        if not self.begin_replace(new, old, truncations, crash):
+            return False
+        self.retire_segments(old)
+        if crash is not None:
+            crash("deleted")
+        self.finish_replace(new, crash)
+        return True
+
+    def begin_replace(self, new: LogSegment, old: list[LogSegment], truncations: int,
+                      crash: Callable[[str], None] | None = None) -> bool:
         current = [self.segments.get(seg.base_offset) for seg in old]
-        if self.closed or truncations != self.truncations or any(c is not o for c, o in zip(current, old, strict=True)) \
-                or old[-1] is self.segments.active:
+        if self.closed or truncations != self.truncations or old[-1] is self.segments.active \
+                or any(c is not o for c, o in zip(current, old, strict=True)):
             for path in new.paths():
                 try:
                     os.unlink(path)
@@ -586,18 +602,34 @@ class Log:
         step = crash or (lambda _name: None)
         try:
             new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, lambda: step("swap-log"))
-            step("swap")
-            for seg in old:
-                self.segments.remove(seg.base_offset)
-            self.segments.add(new)
-            self._delete_segment_files(old)
-            step("deleted")
-            new.change_suffix(SWAP_SUFFIX, "", lambda: step("renamed-log"))
         except OSError as e:
             raise self._io_failed(f"swapping cleaned segments of {self.topic_partition}", e) from e
+        step("swap")
+        for seg in old:
+            self.segments.remove(seg.base_offset)
+        self.segments.add(new)
         if new.txn_index.entries:
             self.aborted_txns_possible = True
         return True
+
+    def retire_segments(self, old: list[LogSegment]) -> None:
+        """Rename replaced segments' files for deletion (they are out of the log already)."""
+        try:
+            self._delete_segment_files(old)
+        except KafkaStorageError as e:
+            if not self.closed:  # a deleted log's dir went away with its files
+                raise self._io_failed(f"retiring cleaned segments of {self.topic_partition}", e) from e
+
+    def finish_replace(self, new: LogSegment, crash: Callable[[str], None] | None = None) -> None:
+        """The new segment's files lose the .swap suffix (unless the segment left the log
+        meanwhile: a truncation or deletion renamed them already)."""
+        if self.closed or self.segments.get(new.base_offset) is not new:
+            return
+        step = crash or (lambda _name: None)
+        try:
+            new.change_suffix(SWAP_SUFFIX, "", lambda: step("renamed-log"))
+        except OSError as e:
+            raise self._io_failed(f"swapping cleaned segments of {self.topic_partition}", e) from e
 
     def _checkpoint_needed(self) -> None:
         if self.on_checkpoint_needed is not None:

@@ -8,8 +8,8 @@ log.cleaner.threads cleaner tasks run on the broker's event loop; each, in turn:
     2. on a cleaner thread (a ThreadPoolExecutor of log.cleaner.threads): the offset map
        and the cleaned segments written with the .cleaned suffix (cleaner.py); the core
        walks records without the GIL, so the loop keeps serving requests;
-    3. on the loop: each group swapped in (Log.replace_segments: renames only), one group
-       per turn of the loop, so requests are served in between;
+    3. on the loop: each group swapped in (Log.replace_segments' steps: renames only), a
+       few renames per turn of the loop, so requests are served in between;
     4. on the cleaner thread: the new first dirty offset written to the log dir's
        cleaner-offset-checkpoint.
 
@@ -36,6 +36,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -156,10 +157,12 @@ class LogCleaner:
         try:
             result = await loop.run_in_executor(self._pool, self._clean_or_fail, cleaner, job, log_dir)
             if result is not None:
-                for i in range(len(result.groups)):  # one group per loop turn: short stalls
-                    if not self._swap_group(result, lg, i):
+                swapped: list[bool] = []
+                for i in range(len(result.groups)):
+                    for _ in self._swap_steps(result, lg, i, swapped):
+                        await asyncio.sleep(0)  # requests are served between the steps
+                    if not swapped[-1]:
                         break
-                    await asyncio.sleep(0)
                 else:
                     offset = self._swapped(result)
         finally:
@@ -189,9 +192,15 @@ class LogCleaner:
         offset = None
         try:
             result = self._clean_or_fail(self._cleaner(), job, log_dir, reraise=True)
-            if result is not None and all(self._swap_group(result, lg, i)
-                                          for i in range(len(result.groups))):
-                offset = self._swapped(result)
+            if result is not None:
+                swapped: list[bool] = []
+                for i in range(len(result.groups)):
+                    for _ in self._swap_steps(result, lg, i, swapped):
+                        pass
+                    if not swapped[-1]:
+                        break
+                else:
+                    offset = self._swapped(result)
         finally:
             self.manager.done_cleaning(job.topic_partition)
         if offset is not None:
@@ -268,19 +277,29 @@ class LogCleaner:
                 raise
             return None
 
-    def _swap_group(self, result: CleanResult, lg: Log, i: int) -> bool:
-        """On the loop: swap the i-th cleaned group in (Log.replace_segments); False when the
-        log changed meanwhile: the cleaning is dropped, its other groups' files removed."""
+    def _swap_steps(self, result: CleanResult, lg: Log, i: int, swapped: list[bool]) -> Iterator[None]:
+        """On the loop: swap the i-th cleaned group in (Log.replace_segments' steps, the old
+        segments retired RETIRE_PER_STEP at a time), yielding between steps; appends to
+        `swapped` whether it went in. When the log changed meanwhile the cleaning is
+        dropped and its other groups' files removed."""
         job = result.job
-        if lg.replace_segments(result.groups[i].new, result.groups[i].old, job.truncations,
-                               self.crash):
-            return True
-        for later in result.groups[i + 1:]:
-            for path in later.new.paths():
-                if os.path.exists(path):
-                    os.unlink(path)
-        log.info("dropped the cleaning of %s: the log changed meanwhile", job.topic_partition)
-        return False
+        group = result.groups[i]
+        if not lg.begin_replace(group.new, group.old, job.truncations, self.crash):
+            for later in result.groups[i + 1:]:
+                for path in later.new.paths():
+                    if os.path.exists(path):
+                        os.unlink(path)
+            log.info("dropped the cleaning of %s: the log changed meanwhile", job.topic_partition)
+            swapped.append(False)
+            return
+        for k in range(0, len(group.old), RETIRE_PER_STEP):
+            yield
+            lg.retire_segments(group.old[k:k + RETIRE_PER_STEP])
+        if self.crash is not None:
+            self.crash("deleted")
+        yield
+        lg.finish_replace(group.new, self.crash)
+        swapped.append(True)
 
     def _swapped(self, result: CleanResult) -> int:
         """Every group is in: the stats, and the next cleaning's first dirty offset."""
@@ -297,6 +316,7 @@ class LogCleaner:
 
 
 CLEANER_NICE = 10
+RETIRE_PER_STEP = 4  # old segments renamed .deleted per turn of the loop (4 files each)
 
 
 def _background_priority() -> None:

@@ -22,7 +22,7 @@ from kbroker.records.control_record import end_txn_marker
 from kbroker.records.record_iter import iter_batches
 from kbroker.storage.errors import InvalidRecordsError
 from kbroker.storage.log import Log
-from kbroker.storage.log_cleaner import CleanerConfig
+from kbroker.storage.log_cleaner import RETIRE_PER_STEP, CleanerConfig
 from kbroker.storage.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
@@ -105,9 +105,17 @@ def put(lg: Log, key: bytes, value: bytes | None, **kw: object) -> int:
 
 
 def records(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of every record of the log."""
+    """(offset, key, value) of every record of the log; its segments and batches hold
+    increasing offsets."""
     out = []
+    last = -1
+    for seg in lg.segments:
+        assert seg.base_offset > last or seg.size == 0, f"{seg} overlaps offset {last}"
+        last = max(last, seg.next_offset - 1)
+    last = -1
     for batch in iter_batches(lg.read_all_bytes()):
+        assert batch.header.base_offset > last, "offsets go back"
+        last = batch.header.last_offset
         if batch.header.is_control:
             continue
         out += [(r.offset, r.key, r.value) for r in batch.records()]
@@ -388,3 +396,62 @@ def test_the_io_throttle_makes_the_cleaner_wait() -> None:
     unlimited = _Waits()
     Throttler(float("inf")).maybe_throttle(1 << 40, unlimited)  # type: ignore[arg-type]
     assert unlimited.waits == []
+
+
+def fill_small_segments(env: Env) -> dict[bytes, tuple[int, bytes]]:
+    """Unique keys, then 7 keys x 40 versions, rolling every 5 records under a large
+    segment.bytes (a group of many small segments); the latest (offset, value) of each key."""
+    env.manager.update_topic_config(TP.topic, env.config.with_overrides({"segment.bytes": "65536"}))
+    lg = env.log
+    last = {b"u%d" % i: (put(lg, b"u%d" % i, b"only"), b"only") for i in range(10)}
+    for r in range(40):
+        for k in range(7):
+            key, value = b"k%d" % k, b"v%d-%d" % (k, r)
+            last[key] = (put(lg, key, value), value)
+            if (r * 7 + k) % 5 == 4:
+                lg.roll()
+    lg.roll()
+    return last
+
+
+def _cleaned_but_not_swapped(env: Env) -> tuple[object, Log]:
+    """A finished cleaning of the env's log, not yet swapped in (as the loop gets it)."""
+    cleaner = env.manager.cleaner
+    assert cleaner is not None
+    taken = cleaner._take_job()
+    assert taken is not None
+    job, log_dir, lg = taken
+    result = cleaner._clean_or_fail(cleaner._cleaner(), job, log_dir, reraise=True)
+    cleaner.manager.done_cleaning(job.topic_partition)
+    return result, lg
+
+
+def test_the_log_stays_readable_between_the_swap_steps(env: Env) -> None:
+    last = fill_small_segments(env)
+    result, lg = _cleaned_but_not_swapped(env)
+    assert result is not None and len(result.groups[0].old) > 2 * RETIRE_PER_STEP
+    swapped: list[bool] = []
+    steps = 0
+    for _ in env.manager.cleaner._swap_steps(result, lg, 0, swapped):  # type: ignore[union-attr]
+        steps += 1
+        got = records(lg)
+        assert {k: (o, v) for o, k, v in got if last.get(k) == (o, v)} == last
+        put(lg, b"during", b"%d" % steps)  # appends go on meanwhile
+    assert swapped == [True] and steps > 2
+    lg = env.restart()
+    assert latest(records(lg))[b"during"] == b"%d" % steps
+
+
+@pytest.mark.parametrize("crash_after_steps", [1, 2, 3])
+def test_a_crash_between_the_swap_steps(env: Env, crash_after_steps: int) -> None:
+    last = fill_small_segments(env)
+    result, lg = _cleaned_but_not_swapped(env)
+    steps = env.manager.cleaner._swap_steps(result, lg, 0, [])  # type: ignore[union-attr]
+    for _ in range(crash_after_steps):
+        next(steps)
+    lg = env.crash_and_restart()
+    got = records(lg)
+    assert {k: (o, v) for o, k, v in got if last.get(k) == (o, v)} == last
+    assert latest(got) == {k: v for k, (_, v) in last.items()}
+    names = os.listdir(os.path.join(env.path, TP.dir_name))
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))]

@@ -128,7 +128,14 @@ class Harness:
     def check(self) -> None:
         lg = self.log
         got: dict[int, tuple[bytes | None, bytes | None]] = {}
+        last = -1
+        for seg in lg.segments:
+            assert seg.base_offset > last or seg.size == 0, f"{seg} overlaps offset {last}"
+            last = max(last, seg.next_offset - 1)
+        last = -1
         for batch in iter_batches(lg.read_all_bytes()):
+            assert batch.header.base_offset > last, "offsets go back"
+            last = batch.header.last_offset
             for r in batch.records():
                 got[r.offset] = (r.key, r.value)
         end = max(self.history, default=-1) + 1
