@@ -22,7 +22,7 @@ latency     Two `kbroker serve` processes in turn on the same data (a compacted 
             cleaner keeps finding dirty segments; --dirty-ratio is the topic's
             min.cleanable.dirty.ratio: Kafka's 0.5, or 0.01 to clean after every roll), and a confluent-kafka producer sends
             1 KiB records at --rate per second (acks=1, linger.ms=0) to another topic for
-            --seconds; librdkafka reports each record's latency. The figure: p50/p99
+            3 s of warm-up then --seconds; librdkafka reports each record's latency. The figure: p50/p99
             with and without the cleaner, their ratio (the issue's goal: p99 within 1.5x),
             and how long the cleaner was busy within the window (from its log lines).
 
@@ -63,6 +63,7 @@ from kbroker.storage.log_manager import LogManager  # noqa: E402
 from kbroker.utils.time import MockTime  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "cleaner.json"
+WARM_UP_S = 3.0  # the latency part: load running, nothing recorded yet
 MB = 1024 * 1024
 TP = TopicPartition("bench-compacted", 0)
 
@@ -254,18 +255,23 @@ def measure(args: argparse.Namespace, data: Path, log_dir: Path, cleaner: bool) 
         p.flush(30)
         latencies.clear()
         dirtier = multiprocessing.get_context("spawn").Process(
-            target=_dirty_load, args=(b.bootstrap, args.dirty_rate_mb, args.seconds + 1))
+            target=_dirty_load, args=(b.bootstrap, args.dirty_rate_mb, WARM_UP_S + args.seconds + 1))
         dirtier.start()
-        cpu0 = b.cpu_seconds()
         t0 = time.monotonic()
         sent = 0
-        while time.monotonic() - t0 < args.seconds:
+        cpu0 = None
+        while time.monotonic() - t0 < WARM_UP_S + args.seconds:
+            if cpu0 is None and time.monotonic() - t0 >= WARM_UP_S:  # the window starts
+                p.flush(30)
+                latencies.clear()
+                cpu0 = b.cpu_seconds()
             due = int((time.monotonic() - t0) * args.rate)
             while sent < due:
                 p.produce("live", key=b"k%d" % (sent % 1000), value=value, on_delivery=done)
                 sent += 1
             p.poll(0.001)
         p.flush(30)
+        assert cpu0 is not None
         cpu = b.cpu_seconds() - cpu0
         dirtier.join(60)
         text = b.log_path.read_text(errors="replace")

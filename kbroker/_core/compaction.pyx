@@ -400,9 +400,9 @@ cdef int64_t producer_last_offset(const Filter *f, int64_t producer_id) noexcept
 cdef int add_piece(Filter *f, int64_t kind, int64_t start, int64_t end) noexcept nogil:
     cdef int64_t *last
     cdef int64_t piece[3]
-    if kind == PIECE_COPY and f.pieces.size:
+    if kind != PIECE_COMPRESS and f.pieces.size:  # a run of copied or of finished batches
         last = <int64_t *>(f.pieces.data + f.pieces.size) - 3
-        if last[0] == PIECE_COPY and last[2] == start:
+        if last[0] == kind and last[2] == start:
             last[2] = end
             return ST_OK
     piece[0] = kind

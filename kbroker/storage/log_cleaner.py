@@ -130,8 +130,7 @@ class LogCleaner:
         """Start log.cleaner.threads tasks on the running loop."""
         if not self.config.enable or self.config.threads <= 0:
             return
-        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="kbroker-log-cleaner",
-                                        initializer=_background_priority)
+        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="kbroker-log-cleaner")
         self._tasks = [asyncio.ensure_future(self._run()) for _ in range(self.config.threads)]
 
     async def _run(self) -> None:
@@ -315,18 +314,7 @@ class LogCleaner:
         self.manager.update_checkpoint(log_dir, tp, None)
 
 
-CLEANER_NICE = 10
 RETIRE_PER_STEP = 4  # old segments renamed .deleted per turn of the loop (4 files each)
-
-
-def _background_priority() -> None:
-    """A cleaner thread yields the CPU to the event loop when both want it (a nice value
-    of its own: Linux schedules threads one by one). Its GIL-holding stretches are short,
-    so a preempted one does not hold the loop up for long."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CLEANER_NICE)
-    except (OSError, AttributeError):
-        pass
 
 
 def _remove_cleaned(job: CleanJob) -> None:
