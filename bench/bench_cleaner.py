@@ -1,6 +1,6 @@
 """The log cleaner: cleaning throughput, and what a cleaning costs produce latency.
 
-    python bench/bench_cleaner.py                    # both parts, defaults below
+    python bench/bench_cleaner.py                    # every part, defaults below
     python bench/bench_cleaner.py --part throughput --mb 256 --duplicates 0.5,0.9
     python bench/bench_cleaner.py --part latency --repeats 3
 
@@ -13,6 +13,9 @@ throughput  In this process: a compacted log of --mb MB of dirty data (100 B and
             (copy_file_range, then fsync, as the cleaner writes its output), the disk and
             page cache's own rate. Issue 15's target: >= 100 MB/s for uncompressed 1 KiB
             records.
+lag         In this process: how late an asyncio loop's 1 ms sleeps wake while a cleaning
+            of --mb MB runs on a thread (as the broker runs it), against the same loop idle
+            just before: what the cleaner thread costs the event loop itself.
 latency     Two `kbroker serve` processes in turn on the same data (a compacted topic of
             2 MB segments with --dirty-mb MB of 1 KiB records over 20,000 keys, written
             with the cleaner off), one with log.cleaner.enable=true (it starts cleaning
@@ -138,7 +141,7 @@ def throughput_case(mb: int, record_size: int, codec: int, duplicates: float) ->
         after = sum(seg.size for seg in lg.segments)
         m.shutdown()
         map_s = s.map_done - s.start
-        row = {
+        row: dict[str, Any] = {
             "record_bytes": record_size, "codec": Codec(codec).name.lower(),
             "duplicates": duplicates, "dirty_mb": dirty / MB, "after_mb": after / MB,
             "records_read": s.messages_read, "records_kept": s.messages_written,
@@ -149,7 +152,7 @@ def throughput_case(mb: int, record_size: int, codec: int, duplicates: float) ->
             "rewrite_mb_per_s": s.bytes_read / MB / max(wall - map_s, 1e-9),
             "copy_mb_per_s": dirty / MB / copy_s,
         }
-        row["ratio_to_copy"] = row["mb_per_s"] / row["copy_mb_per_s"]
+        row["ratio_to_copy"] = (dirty / MB / wall) / (dirty / MB / copy_s)
         return row
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -170,6 +173,65 @@ def run_throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
                       f"{row['copy_mb_per_s']:7.1f} MB/s (ratio {row['ratio_to_copy']:.2f})",
                       flush=True)
     return rows
+
+
+# ------------------------------------------------------------------ loop lag
+
+def run_lag(args: argparse.Namespace) -> dict[str, Any]:
+    """In this process: an asyncio loop sleeping 1 ms in turn, its lateness measured while
+    a cleaning runs on a thread (run_in_executor, as the broker runs it) against the same
+    loop idle just before; 100 B and 1 KiB records, half superseded."""
+    import asyncio
+
+    rows = []
+    for record_size in (100, 1024):
+        path = tempfile.mkdtemp(prefix="kbroker-bench-cleaner-")
+        try:
+            m = build_log(path, args.mb, record_size, Codec.NONE, 0.5)
+            assert m.cleaner is not None
+            cleaner = m.cleaner
+
+            async def measure_loop(cleaner: Any = cleaner) -> tuple[list[float], list[float], float]:
+                loop = asyncio.get_running_loop()
+                lags: list[float] = []
+                busy = [True]
+
+                async def ticker() -> None:
+                    while busy[0]:
+                        t = time.perf_counter()
+                        await asyncio.sleep(0.001)
+                        lags.append(time.perf_counter() - t - 0.001)
+
+                task = asyncio.ensure_future(ticker())
+                await asyncio.sleep(3.0)
+                idle = list(lags)
+                lags.clear()
+                t0 = time.perf_counter()
+                await loop.run_in_executor(None, cleaner.clean_once)
+                elapsed = time.perf_counter() - t0
+                busy[0] = False
+                await task
+                return idle, lags, elapsed
+
+            idle, cleaning, elapsed = asyncio.run(measure_loop())
+            m.shutdown()
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+        def pct(xs: list[float], q: float) -> float:
+            xs = sorted(xs)
+            return 1000 * xs[min(int(len(xs) * q), len(xs) - 1)]
+
+        row = {"record_bytes": record_size, "cleaning_s": elapsed,
+               "idle_p50_ms": pct(idle, 0.5), "idle_p99_ms": pct(idle, 0.99),
+               "idle_max_ms": pct(idle, 1.0), "cleaning_p50_ms": pct(cleaning, 0.5),
+               "cleaning_p99_ms": pct(cleaning, 0.99), "cleaning_max_ms": pct(cleaning, 1.0)}
+        rows.append(row)
+        print(f"loop lag, {record_size} B records: idle p50 {row['idle_p50_ms']:.2f} p99 "
+              f"{row['idle_p99_ms']:.2f} max {row['idle_max_ms']:.2f} ms; during a {elapsed:.2f} s "
+              f"cleaning p50 {row['cleaning_p50_ms']:.2f} p99 {row['cleaning_p99_ms']:.2f} max "
+              f"{row['cleaning_max_ms']:.2f} ms", flush=True)
+    return {"rows": rows}
 
 
 # ------------------------------------------------------------------ latency
@@ -315,7 +377,7 @@ def run_latency(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--part", choices=("throughput", "latency", "both"), default="both")
+    ap.add_argument("--part", choices=("throughput", "lag", "latency", "all"), default="all")
     ap.add_argument("--mb", type=int, default=256, help="dirty MB per throughput case")
     ap.add_argument("--duplicates", type=lambda s: [float(x) for x in s.split(",")],
                     default=[0.5, 0.9], help="fractions of superseded records")
@@ -332,9 +394,11 @@ def main() -> int:
     args = ap.parse_args()
     out: dict[str, Any] = {"options": {k: v for k, v in vars(args).items() if k != "json"},
                            "load_average": os.getloadavg()}
-    if args.part in ("throughput", "both"):
+    if args.part in ("throughput", "all"):
         out["throughput"] = run_throughput(args)
-    if args.part in ("latency", "both"):
+    if args.part in ("lag", "all"):
+        out["lag"] = run_lag(args)
+    if args.part in ("latency", "all"):
         out["latency"] = run_latency(args)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=2, default=str))
