@@ -308,10 +308,29 @@ class LogCleaner:
                                             result.end_offset))
         return result.end_offset
 
-    def forget(self, tp: TopicPartition, log_dir: str) -> None:
-        """A log deleted or moved away: its checkpoint entry goes."""
-        self.manager.uncleanable.discard(tp)
-        self.manager.update_checkpoint(log_dir, tp, None)
+    def forget(self, logs: list[tuple[TopicPartition, str]]) -> None:
+        """Logs deleted: their checkpoint entries go (one write per log dir)."""
+        by_dir: dict[str, dict[TopicPartition, int | None]] = {}
+        for tp, log_dir in logs:
+            self.manager.uncleanable.discard(tp)
+            by_dir.setdefault(log_dir, {})[tp] = None
+        for log_dir, changes in by_dir.items():
+            self.manager.update_checkpoints(log_dir, changes)
+
+    def truncated(self, tp: TopicPartition, log_dir: str, lg: Log) -> None:
+        """A log truncated (or its start moved): a first dirty offset beyond its end comes
+        back to the end, so what is written there again is cleaned (Kafka's
+        maybeTruncateCheckpoint)."""
+        checkpoint = self.manager.checkpoint_of(log_dir, tp)
+        if checkpoint is not None and checkpoint > lg.log_end_offset:
+            self.manager.update_checkpoint(log_dir, tp, lg.log_end_offset)
+
+    def moved(self, tp: TopicPartition, old_dir: str, new_dir: str) -> None:
+        """A log moved to another log dir: its checkpoint entry moves with it."""
+        checkpoint = self.manager.checkpoint_of(old_dir, tp)
+        if checkpoint is not None:
+            self.manager.update_checkpoint(new_dir, tp, checkpoint)
+            self.manager.update_checkpoint(old_dir, tp, None)
 
 
 RETIRE_PER_STEP = 4  # old segments renamed .deleted per turn of the loop (4 files each)

@@ -79,14 +79,20 @@ class LogCleanerManager:
 
     def update_checkpoint(self, log_dir: str, tp: TopicPartition, offset: int | None) -> None:
         """Set (None: forget) a log's first dirty offset and write its dir's checkpoint."""
+        self.update_checkpoints(log_dir, {tp: offset})
+
+    def update_checkpoints(self, log_dir: str, changes: dict[TopicPartition, int | None]) -> None:
+        """Several logs' first dirty offsets (None: forget the log), one write of the file."""
         with self._lock:
             offsets = self._checkpoints.setdefault(log_dir, {})
-            if offset is None:
-                if offsets.pop(tp, None) is None:
-                    return
-            else:
-                offsets[tp] = offset
-            OffsetCheckpointFile(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)).write(dict(offsets))
+            before = dict(offsets)
+            for tp, offset in changes.items():
+                if offset is None:
+                    offsets.pop(tp, None)
+                else:
+                    offsets[tp] = offset
+            if offsets != before:
+                OffsetCheckpointFile(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)).write(dict(offsets))
 
     # -- selection (event loop) --------------------------------------------------------
     def cleanable(self, tp: TopicPartition, lg: Log, log_dir: str, now_ms: int) -> LogToClean:

@@ -252,6 +252,8 @@ class LogManager:
         high_watermark = old.high_watermark
         self._publish(tp, lg, move.target_dir)
         lg.update_high_watermark(high_watermark)
+        if self.cleaner is not None:
+            self.cleaner.moved(tp, old_dir, move.target_dir)
         self.checkpoint()
         return lg
 
@@ -378,9 +380,15 @@ class LogManager:
             lg.update_high_watermark(self._high_watermarks.pop(tp, 0))
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
-        lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)
+        lg.on_checkpoint_needed = lambda _log: self._log_truncated(tp, log_dir, lg)
         lg.on_io_error = lambda what, error: self.failures.report(log_dir, what, error)
         lg.flush_times_ms = self.flush_times_ms
+
+    def _log_truncated(self, tp: TopicPartition, log_dir: str, lg: Log) -> None:
+        """After a truncation or delete_records: the checkpoints, now."""
+        self.checkpoint_dir(log_dir)
+        if self.cleaner is not None:
+            self.cleaner.truncated(tp, log_dir, lg)
 
     def _next_log_dir(self) -> str:
         """The online log dir holding the fewest partitions (Kafka's placement rule)."""
@@ -432,13 +440,13 @@ class LogManager:
         """Close the logs, rename each dir to <topic>-<partition>.<uuid>-delete and remove them
         in the background after file.delete.delay.ms; then checkpoint once (a topic's
         partitions go in one pass, not one checkpoint write per partition)."""
+        forgotten: list[tuple[TopicPartition, str]] = []
         for tp in tps:
             lg = self._logs.pop(tp, None)
             log_dir = self._dir_of.pop(tp, None)
             if lg is None or log_dir is None:
                 continue
-            if self.cleaner is not None:
-                self.cleaner.forget(tp, log_dir)
+            forgotten.append((tp, log_dir))
             delay = lg.config.file_delete_delay_ms
             target = os.path.join(log_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
             # No new operations; the fds stay open until the delay ends (in-flight sendfile).
@@ -450,6 +458,8 @@ class LogManager:
                 self.failures.report(log_dir, f"deleting {tp}", e)
                 continue
             self.deleter.schedule_dir(delay, target)
+        if self.cleaner is not None:
+            self.cleaner.forget(forgotten)
         self.checkpoint()
 
     # -- background duties (called by the broker on its event loop) ----------------------

@@ -455,3 +455,26 @@ def test_a_crash_between_the_swap_steps(env: Env, crash_after_steps: int) -> Non
     assert latest(got) == {k: v for k, (_, v) in last.items()}
     names = os.listdir(os.path.join(env.path, TP.dir_name))
     assert not [n for n in names if n.endswith((".cleaned", ".swap"))]
+
+
+def test_a_truncation_below_the_checkpoint_brings_it_back(env: Env) -> None:
+    lg = env.log
+    fill(lg, 5, 30)
+    env.clean()
+    assert env.manager.cleaner is not None
+    manager = env.manager.cleaner.manager
+    cleaned_to = manager.checkpoint_of(env.path, TP)
+    assert cleaned_to == lg.log_end_offset
+    lg.truncate_to(cleaned_to - 20)
+    assert manager.checkpoint_of(env.path, TP) == lg.log_end_offset < cleaned_to
+    fill(lg, 5, 30)  # written again above the truncation: dirty, so cleaned
+    assert env.clean() is not None
+    assert len(records(env.log)) == 5
+
+
+def test_deleting_compacted_logs_forgets_their_checkpoints(env: Env) -> None:
+    fill(env.log, 5, 30)
+    env.clean()
+    env.manager.delete_logs([TP])
+    text = open(os.path.join(env.path, CLEANER_OFFSET_CHECKPOINT)).read()
+    assert TP.topic not in text
