@@ -163,7 +163,7 @@ class LogCleaner:
                     if not swapped[-1]:
                         break
                 else:
-                    offset = self._swapped(result)
+                    offset = self._swapped(result, lg)
         finally:
             self.manager.done_cleaning(job.topic_partition)
         if offset is not None:
@@ -199,7 +199,7 @@ class LogCleaner:
                     if not swapped[-1]:
                         break
                 else:
-                    offset = self._swapped(result)
+                    offset = self._swapped(result, lg)
         finally:
             self.manager.done_cleaning(job.topic_partition)
         if offset is not None:
@@ -300,9 +300,14 @@ class LogCleaner:
         lg.finish_replace(group.new, self.crash)
         swapped.append(True)
 
-    def _swapped(self, result: CleanResult) -> int:
-        """Every group is in: the stats, and the next cleaning's first dirty offset."""
+    def _swapped(self, result: CleanResult, lg: Log) -> int:
+        """Every group is in: retention of a compact,delete log (its periodic pass skips a
+        log while it is cleaned, so a log cleaned back to back gets it here, as Kafka's
+        cleaner thread runs deleteOldSegments of such logs), the stats, and the next
+        cleaning's first dirty offset."""
         job = result.job
+        if lg.config.delete and not lg.closed:
+            lg.delete_old_segments()
         self.stats.add(job.topic_partition, result.stats)
         log.info("%s", result.stats.summary(job.topic_partition, job.first_dirty_offset,
                                             result.end_offset))

@@ -478,3 +478,20 @@ def test_deleting_compacted_logs_forgets_their_checkpoints(env: Env) -> None:
     env.manager.delete_logs([TP])
     text = open(os.path.join(env.path, CLEANER_OFFSET_CHECKPOINT)).read()
     assert TP.topic not in text
+
+
+def test_compact_delete_retention_runs_after_each_cleaning(tmp_path: object, config: LogConfig,
+                                                          time: MockTime) -> None:
+    cfg = config.with_overrides({"cleanup.policy": "compact,delete", "retention.bytes": "3000"})
+    env = Env(str(tmp_path), cfg, time)
+    try:
+        lg = env.log
+        for r in range(60):
+            put(lg, b"k%d" % r, b"unique value %d" % r)
+        lg.roll()
+        assert lg.log_start_offset == 0
+        env.clean()  # nothing superseded: the cleaning keeps all, then retention cuts
+        assert env.log.log_start_offset > 0
+        assert env.log.size_in_bytes <= 3000 + cfg.segment_bytes
+    finally:
+        env.manager.shutdown()
