@@ -93,8 +93,10 @@ class LogCleanerStats:
     messages_removed: int = 0
     seconds: float = 0.0
     last: dict[TopicPartition, CleanerStats] = field(default_factory=dict)
+    latest: CleanerStats | None = None  # the last cleaning of any log
 
     def add(self, tp: TopicPartition, s: CleanerStats) -> None:
+        self.latest = s
         self.cleanings += 1
         self.bytes_read += s.bytes_read
         self.bytes_written += s.bytes_written
