@@ -70,6 +70,7 @@ from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegis
 from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
+from kbroker.storage.log_cleaner import CleanerConfig
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_lock import LogDirLocks
 from kbroker.storage.log_manager import LogManager
@@ -184,6 +185,13 @@ class BrokerState:
             recovery_threads=config.num_recovery_threads_per_data_dir,
             open_segment_files_max=config.log_open_segment_files_max,
             replicated=self.clustered,
+            cleaner_config=CleanerConfig(
+                enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                io_buffer_size=config.log_cleaner_io_buffer_size,
+                io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+                io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                backoff_ms=config.log_cleaner_backoff_ms),
         )
         # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
         self.metadata_topic_cache: dict[tuple[str, int, bool], Any] = {}
@@ -777,6 +785,8 @@ class Broker:
             self._stop_event.set()
 
     def _start_periodic(self, state: BrokerState) -> None:
+        if state.log_manager.cleaner is not None:
+            state.log_manager.cleaner.start()
         self._periodic = [
             asyncio.ensure_future(
                 every(self.config.log_retention_check_interval_ms / 1000, state.cleanup_logs)

@@ -216,6 +216,13 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int
     num_recovery_threads_per_data_dir: int
     log_open_segment_files_max: int
+    log_cleaner_enable: bool
+    log_cleaner_threads: int
+    log_cleaner_dedupe_buffer_size: int
+    log_cleaner_io_buffer_size: int
+    log_cleaner_io_buffer_load_factor: float
+    log_cleaner_io_max_bytes_per_second: float
+    log_cleaner_backoff_ms: int
     # the broker defaults of topic configs
     log_cleanup_policy: tuple[str, ...]
     compression_type: str

@@ -265,3 +265,25 @@ def test_broker_synonyms_of_topic_keys_are_validated_as_the_topic_keys() -> None
                                  "compression.zstd.level": "9"})
     assert c.log_config().timestamp_after_max_ms == 1000
     assert c.log_config().compression_zstd_level == 9
+
+
+def test_log_cleaner_keys_are_typed_and_used() -> None:
+    from kbroker.common.configs import ACCEPTED_WITHOUT_EFFECT
+
+    cfg = BrokerConfig.from_props({
+        "log.cleaner.enable": "false", "log.cleaner.threads": "2",
+        "log.cleaner.dedupe.buffer.size": "1048576", "log.cleaner.io.buffer.size": "65536",
+        "log.cleaner.io.buffer.load.factor": "0.5", "log.cleaner.io.max.bytes.per.second": "1e6",
+        "log.cleaner.backoff.ms": "100", "log.cleaner.min.cleanable.ratio": "0.2",
+        "log.cleaner.delete.retention.ms": "1000", "log.cleaner.min.compaction.lag.ms": "5",
+        "log.cleaner.max.compaction.lag.ms": "60000"})
+    assert (cfg.log_cleaner_enable, cfg.log_cleaner_threads, cfg.log_cleaner_dedupe_buffer_size,
+            cfg.log_cleaner_io_buffer_size, cfg.log_cleaner_io_buffer_load_factor,
+            cfg.log_cleaner_io_max_bytes_per_second, cfg.log_cleaner_backoff_ms) == \
+        (False, 2, 1048576, 65536, 0.5, 1e6, 100)
+    lc = cfg.log_config()
+    assert (lc.min_cleanable_dirty_ratio, lc.delete_retention_ms, lc.min_compaction_lag_ms,
+            lc.max_compaction_lag_ms) == (0.2, 1000, 5, 60000)
+    assert not [k for k in ACCEPTED_WITHOUT_EFFECT if k.startswith("log.cleaner")]
+    with pytest.raises(ConfigError, match="log.cleaner.threads"):
+        BrokerConfig.from_props({"log.cleaner.threads": "-1"})

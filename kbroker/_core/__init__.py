@@ -14,6 +14,9 @@ What lives where:
   index     binary search and sanity checks over .index / .timeindex files.
   batch_decode  record batches -> Arrow buffers (the Spark reader).
   batch_encode  murmur2 partitioning and uncompressed batches (the Spark writer).
+  offset_map    the log cleaner's key hash -> latest offset table (MurmurHash3 128).
+  compaction    the log cleaner's per-record work: offset map building, record filtering
+                (cimports records and offset_map).
 
 Each kbroker/_core/*.pyx builds into one extension (setup.py); add new ones to
 COMPILED_MODULES below.
@@ -29,6 +32,8 @@ COMPILED_MODULES: tuple[str, ...] = (
     "index",
     "batch_decode",
     "batch_encode",
+    "offset_map",
+    "compaction",
 )
 
 _BUILD_HINT = (

@@ -6,6 +6,7 @@
 # link to kbroker._core.records (only to crc32c, for seal_batch):
 #   from kbroker._core.records cimport Header, read_header, read_varlong, HEADER_SIZE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 
 from kbroker._core.crc32c cimport crc32c_update
 
@@ -142,6 +143,64 @@ cdef inline int read_record(const unsigned char **pp, const unsigned char *end,
     return 0
 
 
+# A control batch (COMMIT/ABORT marker) holds one uncompressed record:
+#     key:   version int16 | type int16 (0 ABORT, 1 COMMIT; Kafka's ControlRecordType)
+#     value: version int16 | coordinator_epoch int32 (Kafka's EndTransactionMarker)
+
+cdef enum:
+    CONTROL_UNPARSEABLE = -2   # a control batch whose record cannot be read
+    CONTROL_NONE = -1          # not a control batch
+
+
+cdef inline void read_control(const unsigned char *p, int64_t size, int32_t *control_type,
+                              int32_t *coordinator_epoch) noexcept nogil:
+    """The type and coordinator epoch of the control batch of `size` bytes at p."""
+    cdef Record r
+    cdef const unsigned char *q = p + HEADER_SIZE
+    control_type[0] = CONTROL_UNPARSEABLE
+    coordinator_epoch[0] = -1
+    if (p[ATTRIBUTES_POS + 1] & CODEC_MASK) != 0 or size <= HEADER_SIZE:
+        return
+    if read_record(&q, p + size, &r) != 0 or r.key_length < 4:
+        return
+    if <int16_t>kb_load_be16(r.key) < 0:
+        return
+    control_type[0] = <int16_t>kb_load_be16(r.key + 2)
+    if r.value_length >= 6 and <int16_t>kb_load_be16(r.value) >= 0:
+        coordinator_epoch[0] = <int32_t>kb_load_be32(r.value + 2)
+
+
+cdef inline int64_t put_retimed_record(unsigned char *out, const unsigned char *rec,
+                                       const unsigned char *end, int64_t shift) noexcept nogil:
+    """Copy the record at rec (its length prefix first; end: where the buffer ends) to out
+    with its timestampDelta moved by `shift`, the rest of it unchanged (the log cleaner
+    rewrites a batch's records under a new baseTimestamp). out NULL: only size it.
+    Returns the bytes it takes, or -1 if the record is malformed."""
+    cdef const unsigned char *p = rec
+    cdef const unsigned char *body
+    cdef const unsigned char *record_end
+    cdef unsigned char *q
+    cdef int64_t length, ts_delta, new_body
+    if read_varlong(&p, end, 5, &length) != 0 or length < 3 or length > end - p:
+        return -1
+    body = p
+    record_end = p + length
+    if shift == 0:
+        if out != NULL:
+            memcpy(out, rec, record_end - rec)
+        return record_end - rec
+    p += 1  # attributes
+    if read_varlong(&p, record_end, 10, &ts_delta) != 0:
+        return -1
+    new_body = 1 + varint_size(ts_delta + shift) + (record_end - p)
+    if out != NULL:
+        q = put_varint(out, new_body)
+        q[0] = body[0]
+        q = put_varint(q + 1, ts_delta + shift)
+        memcpy(q, p, record_end - p)
+    return varint_size(new_body) + new_body
+
+
 cdef struct Header:
     int64_t base_offset
     int32_t batch_length
@@ -193,3 +252,9 @@ cdef inline void seal_batch(unsigned char *p, int64_t size) noexcept nogil:
     """Set batchLength from the batch's size and the CRC-32C of attributes..end."""
     kb_store_be32(p + LENGTH_POS, <uint32_t>(size - LOG_OVERHEAD))
     kb_store_be32(p + CRC_POS, crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS))
+
+
+# Defined in records.pyx (a module cimporting it links to kbroker._core.records at run
+# time): the header sanity and CRC-32C of the batch at p, 0 when whole and sound, else a
+# records.pyx status code.
+cdef int check_frame(const unsigned char *p, int64_t avail, Header *h) noexcept nogil

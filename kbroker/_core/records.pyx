@@ -91,6 +91,7 @@ cdef enum Status:
     ST_OFFSET_ORDER = 13    # scanner: batch offsets not increasing / not contiguous
     ST_IO = 14
     ST_NO_MEMORY = 15       # a growable buffer could not grow (raised as MemoryError)
+    ST_NO_KEY = 16          # a record without a key for a compacted topic
 
 _MESSAGES = {
     ST_TRUNCATED: "batch truncated: buffer ends before the batch does",
@@ -107,6 +108,7 @@ _MESSAGES = {
     ST_CONTROL: "clients may not write control batches",
     ST_OFFSET_ORDER: "batch offsets out of order",
     ST_IO: "I/O error",
+    ST_NO_KEY: "Compacted topic cannot accept message without key",
 }
 
 
@@ -117,7 +119,7 @@ cdef object _error_code(int status):
         return ErrorCode.MESSAGE_TOO_LARGE
     if status == ST_TIMESTAMP:
         return ErrorCode.INVALID_TIMESTAMP
-    if status in (ST_COUNT, ST_OFFSET_DELTA, ST_CONTROL):
+    if status in (ST_COUNT, ST_OFFSET_DELTA, ST_CONTROL, ST_NO_KEY):
         return ErrorCode.INVALID_RECORD
     if status == ST_IO:
         return ErrorCode.KAFKA_STORAGE_ERROR
@@ -140,9 +142,13 @@ cdef struct RecordWalk:
 
 
 cdef int walk_records(const unsigned char *p, const unsigned char *end, int32_t count,
-                      int64_t base_timestamp, RecordWalk *w) noexcept nogil:
-    """Walk the uncompressed records section: lengths fill it, offset deltas are 0..count-1."""
-    cdef int64_t length, ts_delta, offset_delta, ts
+                      int32_t last_offset_delta, int64_t base_timestamp, bint strict,
+                      bint require_keys, RecordWalk *w) noexcept nogil:
+    """Walk the uncompressed records section: lengths fill it; offset deltas are 0..count-1
+    (strict: a producer's batch) or increase up to last_offset_delta (a batch the cleaner
+    rewrote, with gaps); require_keys: every record has a key (a compacted topic)."""
+    cdef int64_t length, ts_delta, offset_delta, key_length, ts
+    cdef int64_t previous = -1
     cdef const unsigned char *q
     cdef const unsigned char *rec_end
     cdef int32_t i
@@ -158,12 +164,16 @@ cdef int walk_records(const unsigned char *p, const unsigned char *end, int32_t 
             return ST_RECORDS
         if read_varlong(&q, rec_end, 5, &offset_delta) != 0:
             return ST_RECORDS
-        if offset_delta != i:
+        if (offset_delta != i if strict
+                else offset_delta <= previous or offset_delta > last_offset_delta):
             return ST_OFFSET_DELTA
+        previous = offset_delta
+        if require_keys and (read_varlong(&q, rec_end, 5, &key_length) != 0 or key_length < 0):
+            return ST_NO_KEY
         ts = base_timestamp + ts_delta
         if ts > w.max_timestamp:
             w.max_timestamp = ts
-            w.offset_delta_of_max = i
+            w.offset_delta_of_max = <int32_t>offset_delta
         if ts < w.min_timestamp:
             w.min_timestamp = ts
         p = rec_end
@@ -199,6 +209,7 @@ cdef struct ValidateArgs:
     int64_t after_max_ms
     bint check_timestamps
     bint from_client
+    bint require_keys
 
 
 cdef struct Summary:
@@ -242,14 +253,19 @@ cdef int validate_one(const unsigned char *p, int64_t avail, const ValidateArgs 
     codec = h.attributes & CODEC_MASK
     if codec > 4:
         return ST_CODEC
-    if h.record_count <= 0 or h.last_offset_delta < 0 or h.record_count != h.last_offset_delta + 1:
+    if h.last_offset_delta < 0 or (
+            h.record_count != h.last_offset_delta + 1 if a.from_client
+            # the cleaner keeps a producer's last batch empty and drops records of others
+            else h.record_count < 0 or h.record_count > <int64_t>h.last_offset_delta + 1):
         return ST_COUNT
     if a.from_client and (h.attributes & CONTROL_BIT):
         return ST_CONTROL
     max_ts = h.max_timestamp
     max_delta = h.last_offset_delta
     if codec == 0:
-        st = walk_records(p + HEADER_SIZE, p + size, h.record_count, h.base_timestamp, &w)
+        st = walk_records(p + HEADER_SIZE, p + size, h.record_count, h.last_offset_delta,
+                          h.base_timestamp, a.from_client,
+                          a.require_keys and not (h.attributes & CONTROL_BIT), &w)
         if st != ST_OK:
             return st
         if a.check_timestamps and (not timestamp_ok(w.min_timestamp, a)
@@ -338,10 +354,15 @@ cdef class BatchesInfo:
 def validate_batches(const unsigned char[::1] buf, long long max_message_bytes=0x7FFFFFFF, *,
                      long long now_ms=0, long long timestamp_before_max_ms=0x7FFFFFFFFFFFFFFF,
                      long long timestamp_after_max_ms=0x7FFFFFFFFFFFFFFF,
-                     bint check_timestamps=False, bint from_client=True):
+                     bint check_timestamps=False, bint from_client=True,
+                     bint require_keys=False):
     """Validate every batch of a Produce payload without decoding compressed records.
 
-    Raises RecordValidationError (with .error_code) on the first bad batch.
+    from_client=False accepts what the log cleaner writes (a follower copies it as it is):
+    empty batches and records with offset gaps. require_keys: every record of an
+    uncompressed data batch has a key (a compacted topic; the caller checks compressed
+    batches with keyless_records). Raises RecordValidationError (with .error_code) on the
+    first bad batch.
     """
     cdef ValidateArgs a
     cdef Summary s
@@ -354,6 +375,7 @@ def validate_batches(const unsigned char[::1] buf, long long max_message_bytes=0
     a.after_max_ms = timestamp_after_max_ms
     a.check_timestamps = check_timestamps
     a.from_client = from_client
+    a.require_keys = require_keys
     s.error_position = 0
     with nogil:
         st = validate_all(p, n, &a, &s)
@@ -789,32 +811,8 @@ def assign_offsets_pieces(buf, long long base_offset, int partition_leader_epoch
 # Producer batches: what producer state and transactions need of a batch, for the batches
 # that carry a producer id only (a non-idempotent log yields nothing, at header-walk cost).
 #
-# A control batch (COMMIT/ABORT marker) holds one uncompressed record:
-#     key:   version int16 | type int16 (0 ABORT, 1 COMMIT; Kafka's ControlRecordType)
-#     value: version int16 | coordinator_epoch int32 (Kafka's EndTransactionMarker)
-
-cdef enum:
-    CONTROL_UNPARSEABLE = -2   # a control batch whose record cannot be read
-    CONTROL_NONE = -1          # not a control batch
-
-
-cdef void read_control(const unsigned char *p, int64_t size, int32_t *control_type,
-                       int32_t *coordinator_epoch) noexcept nogil:
-    """The type and coordinator epoch of the control batch of `size` bytes at p."""
-    cdef Record r
-    cdef const unsigned char *q = p + HEADER_SIZE
-    control_type[0] = CONTROL_UNPARSEABLE
-    coordinator_epoch[0] = -1
-    if (p[ATTRIBUTES_POS + 1] & CODEC_MASK) != 0 or size <= HEADER_SIZE:
-        return
-    if read_record(&q, p + size, &r) != 0 or r.key_length < 4:
-        return
-    if <int16_t>kb_load_be16(r.key) < 0:
-        return
-    control_type[0] = <int16_t>kb_load_be16(r.key + 2)
-    if r.value_length >= 6 and <int16_t>kb_load_be16(r.value) >= 0:
-        coordinator_epoch[0] = <int32_t>kb_load_be32(r.value + 2)
-
+# A control batch (COMMIT/ABORT marker) holds one uncompressed record (read_control, in
+# records.pxd).
 
 cdef tuple producer_batch(const Header *h, int32_t control_type, int32_t coordinator_epoch):
     return (h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch,
@@ -948,4 +946,24 @@ def decode_records(const unsigned char[::1] section, int count):
                                         p - start)
         out.append((r.offset_delta, r.timestamp_delta, _bytes_or_none(r.key, r.key_length),
                     _bytes_or_none(r.value, r.value_length), headers))
+    return out
+
+
+def keyless_records(const unsigned char[::1] section, int count):
+    """The indexes of the records without a key among the `count` records of an
+    uncompressed records section (a compacted topic refuses them: INVALID_RECORD);
+    RecordValidationError if the section is malformed."""
+    cdef int64_t n = section.shape[0]
+    cdef const unsigned char *p = &section[0] if n > 0 else NULL
+    cdef const unsigned char *start = p
+    cdef const unsigned char *end = p + n
+    cdef Record r
+    cdef list out = []
+    cdef int i
+    for i in range(count):
+        if read_record(&p, end, &r) != 0:
+            raise RecordValidationError(ErrorCode.CORRUPT_MESSAGE, f"malformed record {i}",
+                                        p - start)
+        if r.key_length < 0:
+            out.append(i)
     return out

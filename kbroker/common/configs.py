@@ -12,7 +12,7 @@ without a broker synonym is topic-only (as Kafka's replication throttles and tie
 storage keys).
 
 Keys Kafka has that only tune what kbroker does not have (thread pools, socket
-buffers, the log cleaner) are in ACCEPTED_WITHOUT_EFFECT with the reason: accepted
+buffers) are in ACCEPTED_WITHOUT_EFFECT with the reason: accepted
 from server.properties, logged at DEBUG, otherwise ignored. Any other key is unknown.
 """
 
@@ -168,6 +168,23 @@ _LOG = (
     _key("num.recovery.threads.per.data.dir", INT, 1, at_least(1),
          "Threads per data directory that load logs at startup and recover them after an "
          "unclean shutdown.", CLUSTER_WIDE),
+    _key("log.cleaner.enable", BOOLEAN, True, None,
+         "Run the log cleaner, which compacts topics with cleanup.policy=compact "
+         "(__consumer_offsets and __transaction_state among them)."),
+    _key("log.cleaner.threads", INT, 1, at_least(0),
+         "Cleaner threads: logs cleaned at the same time.", CLUSTER_WIDE),
+    _key("log.cleaner.dedupe.buffer.size", LONG, 134217728, at_least(0),
+         "Memory for the cleaners' offset maps, shared between the threads (24 bytes a "
+         "key; only the pages a cleaning touches are used).", CLUSTER_WIDE),
+    _key("log.cleaner.io.buffer.size", INT, 524288, at_least(0),
+         "I/O buffer memory of the cleaner threads: each filters half its share at a time.",
+         CLUSTER_WIDE),
+    _key("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, between(0.01, 1),
+         "How full a cleaner's offset map may get.", CLUSTER_WIDE),
+    _key("log.cleaner.io.max.bytes.per.second", DOUBLE, 1.7976931348623157e308, None,
+         "What the cleaners may read and write per second, together.", CLUSTER_WIDE),
+    _key("log.cleaner.backoff.ms", LONG, 15000, at_least(0),
+         "How long a cleaner thread sleeps when no log needs cleaning.", CLUSTER_WIDE),
     _key("log.open.segment.files.max", INT, -1, at_least(-1),
          "kbroker's own (Kafka keeps every segment open): segments holding an open .log "
          "and mapped indexes at once, least recently used closed first; -1: half the "
@@ -193,8 +210,8 @@ _LOG_CONFIGS = (
                 "The zstd level used when compression.type is zstd."),
     _log_config("log.cleaner.delete.retention.ms", "delete.retention.ms", LONG, 86400000,
                 at_least(0),
-                "How long delete tombstones stay readable on a compacted topic (no effect "
-                "until kbroker compacts)."),
+                "How long delete tombstones (and markers of emptied transactions) stay "
+                "readable on a compacted topic after the cleaning that first kept them."),
     _log_config("log.segment.delete.delay.ms", "file.delete.delay.ms", LONG, 60000, at_least(0),
                 "How long a deleted segment's files stay on disk before removal."),
     _log_config("log.flush.interval.messages", "flush.messages", LONG, LONG_MAX, at_least(1),
@@ -206,7 +223,7 @@ _LOG_CONFIGS = (
                 "Bytes of records between two entries of the offset index."),
     _log_config("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms", LONG, LONG_MAX,
                 at_least(1),
-                "The longest a record may stay uncompacted (no effect until kbroker compacts)."),
+                "The longest a record may stay uncompacted (the active segment rolls by then)."),
     _log_config("message.max.bytes", "max.message.bytes", INT, 1048588, at_least(0),
                 "The largest record batch the broker accepts for a topic."),
     _log_config("log.message.downconversion.enable", "message.downconversion.enable", BOOLEAN,
@@ -231,11 +248,10 @@ _LOG_CONFIGS = (
                 "the broker's time."),
     _log_config("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", DOUBLE, 0.5,
                 between(0, 1),
-                "The dirty share of a log that triggers compaction (no effect until kbroker "
-                "compacts)."),
+                "The dirty share of a log that triggers compaction."),
     _log_config("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", LONG, 0,
                 at_least(0),
-                "The shortest a record stays uncompacted (no effect until kbroker compacts)."),
+                "The shortest a record stays uncompacted."),
     _log_config("min.insync.replicas", "min.insync.replicas", INT, 1, at_least(1),
                 "In-sync replicas an acks=all produce needs (a single broker has one: above 1, "
                 "acks=all gets NOT_ENOUGH_REPLICAS, as Kafka answers)."),
@@ -424,10 +440,6 @@ ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {
     "log.flush.start.offset.checkpoint.interval.ms":
         "log start offsets are checkpointed with the recovery points "
         "(log.flush.offset.checkpoint.interval.ms)",
-    **dict.fromkeys(
-        ("log.cleaner.enable", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-         "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms"),
-        "log cleaner tuning: kbroker has no log cleaner yet"),
     **dict.fromkeys(
         ("process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
          "metadata.log.dir"),

@@ -184,6 +184,29 @@ METRICS: tuple[MetricName, ...] = (
        "kafka.log:type=LogManager,name=OfflineLogDirectoryCount", "Log dirs offline."),
     _m("kafka_log_logmanager_logdirectoryoffline", "gauge", "logDirectory",
        "kafka.log:type=LogManager,name=LogDirectoryOffline", "1 for an offline log dir."),
+    _m("kafka_log_logcleaner_max_buffer_utilization_percent", "gauge", "",
+       "kafka.log:type=LogCleaner,name=max-buffer-utilization-percent",
+       "How full the offset map of the last cleaning got (% of log.cleaner.dedupe.buffer.size "
+       "per thread)."),
+    _m("kafka_log_logcleaner_cleaner_recopy_percent", "gauge", "",
+       "kafka.log:type=LogCleaner,name=cleaner-recopy-percent",
+       "Bytes written over bytes read by the last cleaning (%)."),
+    _m("kafka_log_logcleaner_max_clean_time_secs", "gauge", "",
+       "kafka.log:type=LogCleaner,name=max-clean-time-secs", "How long the last cleaning took."),
+    _m("kafka_log_logcleanermanager_max_dirty_percent", "gauge", "",
+       "kafka.log:type=LogCleanerManager,name=max-dirty-percent",
+       "The largest dirty share of a compacted log at the cleaner's last look (%)."),
+    _m("kafka_log_logcleanermanager_uncleanable_partitions_count", "gauge", "logDirectory",
+       "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count",
+       "Compacted logs whose cleaning failed (left alone until a restart)."),
+    _m("kbroker_log_cleaner_cleanings_total", "counter", "", "kbroker's own",
+       "Cleanings done since start."),
+    _m("kbroker_log_cleaner_read_bytes_total", "counter", "", "kbroker's own",
+       "Bytes of log the cleanings read (the rewrite, the offset map not counted)."),
+    _m("kbroker_log_cleaner_written_bytes_total", "counter", "", "kbroker's own",
+       "Bytes the cleanings wrote."),
+    _m("kbroker_log_cleaner_removed_records_total", "counter", "", "kbroker's own",
+       "Records the cleanings removed."),
     _m("kbroker_log_manager_load_time_ms", "gauge", "", "kbroker's own",
        "How long the start took to load (and recover) the logs."),
     _m("kbroker_log_manager_recovered_logs", "gauge", "", "kbroker's own",
@@ -411,8 +434,32 @@ def _logs(out: Families, state: BrokerState) -> None:
     for d in manager.log_dirs:
         out.add("kafka_log_logmanager_logdirectoryoffline", {"logDirectory": d},
                 int(d in offline))
+    _cleaner(out, manager)
     out.add("kbroker_log_manager_load_time_ms", {}, manager.load_ms)
     out.add("kbroker_log_manager_recovered_logs", {}, len(manager.last_load_recovered))
+
+
+def _cleaner(out: Families, manager: Any) -> None:
+    """The log cleaner's figures (kbroker.storage.log_cleaner keeps them)."""
+    cleaner = manager.cleaner
+    if cleaner is None:
+        return
+    stats = cleaner.stats
+    last = stats.latest
+    out.add("kafka_log_logcleaner_max_buffer_utilization_percent", {},
+            100 * last.map_utilization if last else 0)
+    out.add("kafka_log_logcleaner_cleaner_recopy_percent", {},
+            100 * last.bytes_written / max(last.bytes_read, 1) if last else 0)
+    out.add("kafka_log_logcleaner_max_clean_time_secs", {}, last.elapsed if last else 0)
+    ratios = cleaner.manager.last_ratios.values()
+    out.add("kafka_log_logcleanermanager_max_dirty_percent", {}, 100 * max(ratios, default=0))
+    for d in manager.log_dirs:
+        out.add("kafka_log_logcleanermanager_uncleanable_partitions_count", {"logDirectory": d},
+                sum(1 for tp in cleaner.manager.uncleanable if manager.dir_of(tp) == d))
+    out.add("kbroker_log_cleaner_cleanings_total", {}, stats.cleanings)
+    out.add("kbroker_log_cleaner_read_bytes_total", {}, stats.bytes_read)
+    out.add("kbroker_log_cleaner_written_bytes_total", {}, stats.bytes_written)
+    out.add("kbroker_log_cleaner_removed_records_total", {}, stats.messages_removed)
 
 
 def process_registry() -> CollectorRegistry:

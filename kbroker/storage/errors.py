@@ -13,9 +13,15 @@ class StorageError(KafkaError):
 
 
 class InvalidRecordsError(StorageError):
-    """A Produce payload failed validation (CORRUPT_MESSAGE, INVALID_RECORD, ...)."""
+    """A Produce payload failed validation (CORRUPT_MESSAGE, INVALID_RECORD, ...);
+    `record_errors` [(record index in its batch, message)] for Produce's RecordErrors."""
 
     error_code = ErrorCode.CORRUPT_MESSAGE
+
+    def __init__(self, message: str = "", error_code: int | None = None, *,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message, error_code)
+        self.record_errors = record_errors or []
 
 
 class RecordListTooLargeError(StorageError):

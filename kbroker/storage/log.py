@@ -41,11 +41,13 @@ from concurrent.futures import Executor, Future
 from time import monotonic_ns as _monotonic_ns
 
 from kbroker._core import records as _records
+from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.batch_header import producer_batches_of
 from kbroker.records.compression import CODEC_BY_NAME, DECOMPRESSION_RATIO_LIMIT, Codec
 from kbroker.records.file_slice import FileSlice, SegmentFile
 from kbroker.records.recompress import recompress_batches
+from kbroker.storage.compacted_keys import check_keys
 from kbroker.storage.errors import (
     InvalidRecordsError,
     KafkaStorageError,
@@ -55,7 +57,7 @@ from kbroker.storage.errors import (
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log_config import LogConfig
-from kbroker.storage.log_segment import LogSegment
+from kbroker.storage.log_segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.storage.log_segments import LogSegments
 from kbroker.storage.producer_state import (
     AppendOrigin,
@@ -177,6 +179,12 @@ class Log:
         return first if first is not None and first < self._high_watermark else self._high_watermark
 
     @property
+    def truncations(self) -> int:
+        """How many times the log was truncated (a cleaning begun before one is dropped)."""
+        with self._recovery_lock:
+            return self._truncations
+
+    @property
     def recovery_point(self) -> int:
         with self._recovery_lock:
             return self._recovery_point
@@ -212,18 +220,25 @@ class Log:
         cfg = self.config
         view = memoryview(records).cast("B") if not isinstance(records, bytes) else memoryview(records)
         now = self.time.milliseconds()
+        require_keys = cfg.compact and assign  # Kafka's LogValidator: the leader checks keys
         try:
             info = _records.validate_batches(
                 view, cfg.max_message_bytes, now_ms=now,
                 timestamp_before_max_ms=cfg.timestamp_before_max_ms,
                 timestamp_after_max_ms=cfg.timestamp_after_max_ms,
                 check_timestamps=origin is AppendOrigin.CLIENT and not cfg.log_append_time,
-                from_client=origin is AppendOrigin.CLIENT,
+                from_client=origin is AppendOrigin.CLIENT, require_keys=require_keys,
             )
         except _records.RecordValidationError as e:
+            if e.error_code == ErrorCode.INVALID_RECORD and require_keys:
+                check_keys(self.topic_partition, view, compressed_only=False,
+                           max_uncompressed=self._max_uncompressed)
             raise InvalidRecordsError(str(e), e.error_code) from e
         if info.batch_count == 0:
             return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
+        if require_keys and info.compressed:
+            check_keys(self.topic_partition, view, compressed_only=True,
+                       max_uncompressed=self._max_uncompressed)
         if assign and cfg.compression_type != "producer":
             view, info = self._recompress(view, info, now)
         if info.valid_bytes > cfg.segment_bytes:
@@ -318,8 +333,7 @@ class Log:
         level = {Codec.GZIP: cfg.compression_gzip_level, Codec.LZ4: cfg.compression_lz4_level,
                  Codec.ZSTD: cfg.compression_zstd_level}.get(codec)
         try:
-            data = recompress_batches(view, codec, level,
-                                      DECOMPRESSION_RATIO_LIMIT * max(cfg.max_message_bytes, 1))
+            data = recompress_batches(view, codec, level, self._max_uncompressed)
         except Exception as e:  # any codec's error (zlib.error, ZstdError, ...) on the way in
             raise InvalidRecordsError(f"cannot decompress batch: {e}") from e
         out = memoryview(data)
@@ -327,6 +341,11 @@ class Log:
             return out, _records.validate_batches(out, cfg.max_message_bytes, now_ms=now)
         except _records.RecordValidationError as e:
             raise InvalidRecordsError(str(e), e.error_code) from e
+
+    @property
+    def _max_uncompressed(self) -> int:
+        """The most a batch of this log may expand to when the broker inflates it."""
+        return DECOMPRESSION_RATIO_LIMIT * max(self.config.max_message_bytes, 1)
 
     def _follower_offsets(self, view: memoryview, info: _records.BatchesInfo) -> tuple[int, int]:
         scan = _records.scan_segment(view, 0, 0, -1, 1 << 62)
@@ -341,10 +360,13 @@ class Log:
     def _maybe_roll(self, size: int, max_offset: int, now: int) -> LogSegment:
         seg = self.segments.active
         cfg = self.config
+        # a compacted log rolls by max.compaction.lag.ms at the latest: the active segment
+        # is never cleaned (Kafka's LogConfig.maxSegmentMs)
+        segment_ms = min(cfg.segment_ms, cfg.max_compaction_lag_ms) if cfg.compact else cfg.segment_ms
         if seg.roll_jitter_ms < 0:  # drawn once per segment, as Kafka's randomSegmentJitter
-            jitter = min(cfg.segment_jitter_ms, cfg.segment_ms)
+            jitter = min(cfg.segment_jitter_ms, segment_ms)
             seg.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
-        if seg.should_roll(size, max_offset, now, cfg.segment_bytes, cfg.segment_ms - seg.roll_jitter_ms):
+        if seg.should_roll(size, max_offset, now, cfg.segment_bytes, segment_ms - seg.roll_jitter_ms):
             self.roll()
         return self.segments.active
 
@@ -542,6 +564,72 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._delete_segment_files(doomed)
         return len(doomed)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], truncations: int,
+                         crash: Callable[[str], None] | None = None) -> bool:
+        """Swap the log cleaner's segment (its files with the .cleaned suffix) in for the
+        segments it replaces, as Kafka's replaceSegments, in three steps the cleaner may
+        spread over turns of the event loop (each leaves the log readable):
+
+          begin_replace    .cleaned -> .swap; the new segment in the log, the old ones out
+          retire_segments  the old ones' files renamed .deleted (removed after
+                           file.delete.delay.ms; reads in flight keep their descriptors)
+          finish_replace   .swap -> no suffix
+
+        A crash anywhere leaves what LogLoader finishes (a whole .swap: the old segments in
+        its range go) or undoes (.cleaned files). False, and the new files removed, when
+        the log changed meanwhile (closed, truncated, an old segment deleted;
+        `truncations`: the count when the cleaning began)."""
+        if not self.begin_replace(new, old, truncations, crash):
+            return False
+        self.retire_segments(old)
+        if crash is not None:
+            crash("deleted")
+        self.finish_replace(new, crash)
+        return True
+
+    def begin_replace(self, new: LogSegment, old: list[LogSegment], truncations: int,
+                      crash: Callable[[str], None] | None = None) -> bool:
+        current = [self.segments.get(seg.base_offset) for seg in old]
+        if self.closed or truncations != self.truncations or old[-1] is self.segments.active \
+                or any(c is not o for c, o in zip(current, old, strict=True)):
+            for path in new.paths():
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            return False
+        step = crash or (lambda _name: None)
+        try:
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX, lambda: step("swap-log"))
+        except OSError as e:
+            raise self._io_failed(f"swapping cleaned segments of {self.topic_partition}", e) from e
+        step("swap")
+        for seg in old:
+            self.segments.remove(seg.base_offset)
+        self.segments.add(new)
+        if new.txn_index.entries:
+            self.aborted_txns_possible = True
+        return True
+
+    def retire_segments(self, old: list[LogSegment]) -> None:
+        """Rename replaced segments' files for deletion (they are out of the log already)."""
+        try:
+            self._delete_segment_files(old)
+        except KafkaStorageError as e:
+            if not self.closed:  # a deleted log's dir went away with its files
+                raise self._io_failed(f"retiring cleaned segments of {self.topic_partition}", e) from e
+
+    def finish_replace(self, new: LogSegment, crash: Callable[[str], None] | None = None) -> None:
+        """The new segment's files lose the .swap suffix (unless the segment left the log
+        meanwhile: a truncation or deletion renamed them already)."""
+        if self.closed or self.segments.get(new.base_offset) is not new:
+            return
+        step = crash or (lambda _name: None)
+        try:
+            new.change_suffix(SWAP_SUFFIX, "", lambda: step("renamed-log"))
+        except OSError as e:
+            raise self._io_failed(f"swapping cleaned segments of {self.topic_partition}", e) from e
 
     def _checkpoint_needed(self) -> None:
         if self.on_checkpoint_needed is not None:

@@ -32,17 +32,21 @@ import os
 import uuid
 from concurrent.futures import Executor
 
+from kbroker._core import records as _records
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    file_name,
 )
 from kbroker.storage.log_segments import LogSegments
 from kbroker.storage.producer_snapshot import SNAPSHOT_SUFFIX, snapshot_offsets
@@ -51,6 +55,11 @@ from kbroker.storage.transaction_index import ENTRY_SIZE, TXN_INDEX_SUFFIX, Abor
 from kbroker.utils.time import Time
 
 log = logging.getLogger(__name__)
+
+
+def _base_of(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() else None
 
 
 class LoadResult:
@@ -215,10 +224,55 @@ class LogLoader:
         segments.add(seg)
         self._recovered_to = offset
 
+    def _finish_swaps(self) -> list[str]:
+        """Finish or undo what the log cleaner left (Kafka's LogLoader): .cleaned files are
+        an unfinished cleaning, removed, and so is any .swap file at or above the lowest
+        .cleaned base offset (its group's renames may not be complete). A remaining
+        <base>.log.swap is a whole cleaned segment: the segments whose base offsets lie
+        within its offsets are the ones it replaces, removed, then its files lose the
+        suffix. The directory's names after that."""
+        names = os.listdir(self.dir)
+        cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
+        swaps = [n for n in names if n.endswith(SWAP_SUFFIX)]
+        if not cleaned and not swaps:
+            return names
+        lowest_cleaned = min((b for n in cleaned if (b := _base_of(n)) is not None), default=None)
+        for n in cleaned:
+            os.unlink(os.path.join(self.dir, n))
+        kept = []
+        for n in swaps:
+            base = _base_of(n)
+            if base is None or (lowest_cleaned is not None and base >= lowest_cleaned):
+                os.unlink(os.path.join(self.dir, n))
+            else:
+                kept.append(n)
+        logs = sorted(b for n in kept if n.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+                      and (b := _base_of(n)) is not None)
+        for base in logs:
+            path = os.path.join(self.dir, file_name(base, LOG_SUFFIX + SWAP_SUFFIX))
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                count, next_offset, *_ = _records.scan_headers(fd, 0, os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
+            end = next_offset if count else base + 1
+            for n in os.listdir(self.dir):
+                b = _base_of(n)
+                if b is not None and base <= b < end and n.endswith(
+                        (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+                    os.unlink(os.path.join(self.dir, n))
+            log.info("%s: finishing the swap of the cleaned segment %s", self.tp, path)
+        for n in kept:
+            if _base_of(n) in logs:
+                os.rename(os.path.join(self.dir, n), os.path.join(self.dir, n[: -len(SWAP_SUFFIX)]))
+            else:  # an index whose .log was already renamed: indexes are rebuilt when needed
+                os.unlink(os.path.join(self.dir, n))
+        return os.listdir(self.dir)
+
     def _clean_directory(self) -> list[int]:
         """Remove leftovers; return the base offsets of the .log files."""
         bases = []
-        names = os.listdir(self.dir)
+        names = self._finish_swaps()
         logs = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
         self._txn_indexes: set[int] = set()
         for name in names:

@@ -42,6 +42,7 @@ from kbroker.storage.checkpoints import (
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.log import Log
+from kbroker.storage.log_cleaner import CleanerConfig, LogCleaner
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_failure import LogDirFailureChannel
 from kbroker.storage.log_loader import LoadResult, LogLoader
@@ -71,6 +72,7 @@ class LogManager:
         topic_configs: dict[str, LogConfig] | None = None,
         open_segment_files_max: int = -1,
         replicated: bool = False,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs is empty")
@@ -107,6 +109,9 @@ class LogManager:
         self.load_ms = 0  # how long startup() took to load (and recover) every log
         self.flush_times_ms = Histogram()  # each fsync of a log (LogFlushRateAndTimeMs)
         self._started = False
+        # the log cleaner (log_cleaner.py): made at startup, its tasks started by the broker
+        self.cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner: LogCleaner | None = None
 
     # -- life cycle -------------------------------------------------------------------
     def startup(self) -> None:
@@ -163,6 +168,7 @@ class LogManager:
             if os.path.exists(marker):
                 os.unlink(marker)
         self.deleter.start()
+        self.cleaner = LogCleaner(self, self.cleaner_config, self.time)
         self._started = True
 
     def _read_checkpoint(self, directory: str, name: str) -> dict[TopicPartition, int]:
@@ -246,6 +252,8 @@ class LogManager:
         high_watermark = old.high_watermark
         self._publish(tp, lg, move.target_dir)
         lg.update_high_watermark(high_watermark)
+        if self.cleaner is not None:
+            self.cleaner.moved(tp, old_dir, move.target_dir)
         self.checkpoint()
         return lg
 
@@ -257,6 +265,8 @@ class LogManager:
         if not self._started:
             self.abandon()
             return
+        if self.cleaner is not None:  # a cleaning under way stops at its next chunk
+            self.cleaner.shutdown()
         if self._flusher is not None:  # let queued flushes finish first
             self._flusher.shutdown(wait=True)
             self._flusher = None
@@ -293,6 +303,8 @@ class LogManager:
 
     def abandon(self) -> None:
         """Drop everything without flush, checkpoint or marker: a simulated crash (tests)."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
         if self._flusher is not None:
             self._flusher.shutdown(wait=True)
             self._flusher = None
@@ -368,9 +380,15 @@ class LogManager:
             lg.update_high_watermark(self._high_watermarks.pop(tp, 0))
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
-        lg.on_checkpoint_needed = lambda _log: self.checkpoint_dir(log_dir)
+        lg.on_checkpoint_needed = lambda _log: self._log_truncated(tp, log_dir, lg)
         lg.on_io_error = lambda what, error: self.failures.report(log_dir, what, error)
         lg.flush_times_ms = self.flush_times_ms
+
+    def _log_truncated(self, tp: TopicPartition, log_dir: str, lg: Log) -> None:
+        """After a truncation or delete_records: the checkpoints, now."""
+        self.checkpoint_dir(log_dir)
+        if self.cleaner is not None:
+            self.cleaner.truncated(tp, log_dir, lg)
 
     def _next_log_dir(self) -> str:
         """The online log dir holding the fewest partitions (Kafka's placement rule)."""
@@ -422,11 +440,13 @@ class LogManager:
         """Close the logs, rename each dir to <topic>-<partition>.<uuid>-delete and remove them
         in the background after file.delete.delay.ms; then checkpoint once (a topic's
         partitions go in one pass, not one checkpoint write per partition)."""
+        forgotten: list[tuple[TopicPartition, str]] = []
         for tp in tps:
             lg = self._logs.pop(tp, None)
             log_dir = self._dir_of.pop(tp, None)
             if lg is None or log_dir is None:
                 continue
+            forgotten.append((tp, log_dir))
             delay = lg.config.file_delete_delay_ms
             target = os.path.join(log_dir, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
             # No new operations; the fds stay open until the delay ends (in-flight sendfile).
@@ -438,14 +458,19 @@ class LogManager:
                 self.failures.report(log_dir, f"deleting {tp}", e)
                 continue
             self.deleter.schedule_dir(delay, target)
+        if self.cleaner is not None:
+            self.cleaner.forget(forgotten)
         self.checkpoint()
 
     # -- background duties (called by the broker on its event loop) ----------------------
     def cleanup_logs(self) -> int:
-        """One retention pass over every log; returns the number of segments deleted."""
+        """One retention pass over every log; returns the number of segments deleted. A log
+        the cleaner is cleaning waits for the next pass (Kafka's cleaner pauses retention of
+        compact,delete logs while it cleans them)."""
         deleted = 0
-        for lg in list(self._logs.values()):
-            if not lg.closed:
+        cleaning = self.cleaner.manager.in_progress if self.cleaner is not None else set()
+        for tp, lg in list(self._logs.items()):
+            if not lg.closed and tp not in cleaning:
                 deleted += lg.delete_old_segments()
         return deleted
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kbroker._core import records as _records
@@ -43,6 +44,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # the log cleaner's new segment, being written
+SWAP_SUFFIX = ".swap"  # the log cleaner's new segment, written, replacing the old ones
 INT32_MAX = 0x7FFFFFFF
 
 
@@ -80,13 +83,14 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         created_ms: int,
+        suffix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = created_ms
-        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX))
+        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX + suffix))
         # The .log is opened when first used and may be given back (release_files) when
         # the SegmentFileCache evicts the segment; the descriptor is shared with the
         # FileSlices handed out by read(), so a slice in flight keeps its file.
@@ -101,8 +105,8 @@ class LogSegment:
         self.roll_jitter_ms = -1  # segment.jitter.ms drawn for this segment (-1: not yet)
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
-        self._index_suffix = ""
-        self.txn_index = TransactionIndex(os.path.join(directory, file_name(base_offset, TXN_INDEX_SUFFIX)))
+        self._index_suffix = suffix
+        self.txn_index = TransactionIndex(os.path.join(directory, file_name(base_offset, TXN_INDEX_SUFFIX + suffix)))
         self._check_indexes_on_open = False
         # Filled by load_tail()/recover()/append(): the next offset after the last batch
         # and the largest timestamp (with its offset). -1: unknown / none.
@@ -476,19 +480,29 @@ class LogSegment:
         for idx in (self._offset_index, self._time_index):
             if idx is not None:
                 idx.trim_to_valid_size()
+        return self.change_suffix(self._index_suffix, self._index_suffix + DELETED_SUFFIX)
+
+    def change_suffix(self, old: str, new: str,
+                      after_log: Callable[[], None] | None = None) -> list[str]:
+        """Rename every file of the segment from name+old to name+new (Kafka's
+        changeFileSuffixes: the .log first, then the indexes; after_log is called in
+        between, for tests of a crash there); the paths that now exist. Open descriptors
+        and mappings stay valid."""
         new_paths = []
-        for path in self.paths():
-            target = path + DELETED_SUFFIX
+        for i, path in enumerate(self.paths()):
+            if i == 1 and after_log is not None:
+                after_log()
+            assert path.endswith(old), (path, old)
+            target = path[: len(path) - len(old)] + new
             try:
                 os.rename(path, target)
                 new_paths.append(target)
             except FileNotFoundError:
                 pass
-        self.log_path += DELETED_SUFFIX
-        self._index_suffix = DELETED_SUFFIX
-        self.txn_index.path += DELETED_SUFFIX
-        if self._offset_index is not None:
-            self._offset_index.path += DELETED_SUFFIX
-        if self._time_index is not None:
-            self._time_index.path += DELETED_SUFFIX
+        self.log_path = self.log_path[: len(self.log_path) - len(old)] + new
+        self._index_suffix = self._index_suffix[: len(self._index_suffix) - len(old)] + new
+        self.txn_index.path = self.txn_index.path[: len(self.txn_index.path) - len(old)] + new
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.path = idx.path[: len(idx.path) - len(old)] + new
         return new_paths
