@@ -110,21 +110,20 @@ def _log_level(text: str) -> tuple[str, int]:
 def config_help() -> str:
     """`kbroker serve --help-config`: the table of keys, as text."""
     from kbroker.common.configs import (
-        ACCEPTED_PREFIXES_WITHOUT_EFFECT,
         ACCEPTED_WITHOUT_EFFECT,
         BROKER_CONFIGS,
         TOPIC_CONFIGS,
     )
 
     accepted = [f"{name}\n    {why}" for name, why in sorted(ACCEPTED_WITHOUT_EFFECT.items())]
-    prefixes = ", ".join(f"{p}*" for p in ACCEPTED_PREFIXES_WITHOUT_EFFECT)
     return (
         "Broker configs (server.properties, --override; read at startup only: kbroker "
         "changes none at run time)\n\n" + BROKER_CONFIGS.to_text(broker=True)
         + "\nTopic configs (CreateTopics, AlterConfigs, IncrementalAlterConfigs)\n\n"
         + TOPIC_CONFIGS.to_text(broker=False)
-        + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted)
-        + f"\n{prefixes}\n    settings of SSL and SASL listeners, which kbroker does not serve\n"
+        + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted) + "\n"
+        + "\nPer listener: listener.name.<listener>.<ssl.* or sasl.* key>, and\n"
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config (the users of PLAIN)\n"
     )
 
 
