@@ -48,6 +48,7 @@ from kbroker.ops import top as top_cli
 from kbroker.perf import cli as perf_cli
 from kbroker.server.broker_loggers import ROOT, parse_level, set_levels, take_log4j_levels
 from kbroker.server.protocol_trace import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, TraceSettings
+from kbroker.tools import acls as acls_cli
 from kbroker.tools import cluster as cluster_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
@@ -191,7 +192,7 @@ def _port_taken_hint(e: BindError) -> str:
 
 # Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it, nor
 # `cluster up` (its other actions set `needs_client` on their parsers).
-NEEDS_CLIENT = frozenset({"groups", "topics", "perf"})
+NEEDS_CLIENT = frozenset({"groups", "topics", "perf", "acls"})
 
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                              Callable[[argparse.Namespace], int]]] = {
@@ -199,6 +200,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "groups": (groups_cli.HELP, groups_cli.configure_parser, groups_cli.run),
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
     "cluster": (cluster_cli.HELP, cluster_cli.configure_parser, cluster_cli.run),
+    "acls": (acls_cli.HELP, acls_cli.configure_parser, acls_cli.run),
     "transactions": (transactions_cli.HELP, transactions_cli.configure_parser, transactions_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
     "trace": (trace_cli.HELP, trace_cli.configure_parser, trace_cli.run),

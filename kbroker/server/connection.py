@@ -64,6 +64,7 @@ from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 from kbroker.server.api_table import ApiSpec
 from kbroker.server.apis import api_versions
 from kbroker.server.authenticator import SaslAuthenticator, SaslState
+from kbroker.server.authorization import request_refusal
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 from kbroker.server.request_logger import LoggedRequest
 from kbroker.server.response_writer import ResponseWriter
@@ -449,6 +450,11 @@ class Connection:
             principal=self.principal,
         )
         slot = self._new_slot(api_key, version, correlation_id, len(frame), header, request)
+        if self.server.broker.authorizer is not None:
+            refused = request_refusal(ctx, request)
+            if refused is not None:
+                self._refuse(slot, spec, request, refused)
+                return
         self._dispatch(slot, spec, ctx, request)
 
     def _decode(self, frame: bytearray, api_key: int, version: int) -> tuple[RequestHeader, Any] | None:
@@ -571,6 +577,15 @@ class Connection:
             self._fail(slot, spec, request)
             return
         self._complete(slot, response)
+
+    def _refuse(self, slot: _Slot, spec: ApiSpec, request: Any, code: int) -> None:
+        """Not authorized as a whole: the API's error answer with `code`."""
+        log.info("%s v%d from %s (%s) refused: %s", _name(slot.api_key), slot.version,
+                 self.peer, self.principal, ErrorCode(code).name)
+        if spec.error_response is None:
+            self.close()
+            return
+        self._complete(slot, spec.error_response(request, slot.version, code))
 
     def _fail(self, slot: _Slot, spec: ApiSpec, request: Any) -> None:
         if spec.error_response is None:

@@ -22,8 +22,13 @@ R = DescribeUserScramCredentialsResponse
 def handle(ctx: RequestContext,
            request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     if not authorize_cluster(ctx, "DESCRIBE"):
-        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                 error_message=None, results=[])
+        # on the response and each user, with the exception's message, as Kafka's
+        # (librdkafka 2.16 crashes on a null message here)
+        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return R(throttle_time_ms=0, error_code=code, error_message=message, results=[
+            R.DescribeUserScramCredentialsResult(user=u.name, error_code=code, error_message=message,
+                                                 credential_infos=[])
+            for u in request.users or ()])
     stored = ctx.broker.scram_credentials.users()
     if request.users is None:
         wanted = sorted(stored)
