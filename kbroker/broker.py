@@ -70,6 +70,7 @@ from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegis
 from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
+from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
@@ -234,6 +235,9 @@ class BrokerState:
         self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
         self.scram_credentials = ScramCredentialStore(
             None if self.clustered else os.path.join(config.log_dirs[0], CREDENTIALS_FILE))
+        self.client_quotas = ClientQuotas(
+            None if self.clustered else os.path.join(config.log_dirs[0], QUOTAS_FILE),
+            config.quota_window_size_seconds * 1000, config.quota_window_num)
         self.authorizer: AclAuthorizer | None = None
         if config.authorizer_class_name:
             self.authorizer = AclAuthorizer(

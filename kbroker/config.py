@@ -308,6 +308,8 @@ class BrokerConfig:
     authorizer_class_name: str
     super_users: str | None
     allow_everyone_if_no_acl_found: bool
+    quota_window_num: int
+    quota_window_size_seconds: int
     # listener name -> its protocol, TLS and SASL settings (derived from the keys above)
     listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict, repr=False)
     props: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)

@@ -211,6 +211,10 @@ _SECURITY = (
          "Principals (User:name) allowed everything, semicolon-separated."),
     _key("allow.everyone.if.no.acl.found", BOOLEAN, False, None,
          "When no ACL matches a resource: allow (true) or deny (false)."),
+    _key("quota.window.num", INT, 11, at_least(1),
+         "The number of samples client quota rates are measured over."),
+    _key("quota.window.size.seconds", INT, 1, at_least(1),
+         "The time span of each sample of client quota rates."),
 )
 
 _TOPICS = (

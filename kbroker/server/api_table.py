@@ -27,6 +27,7 @@ from typing import Any
 from kbroker.protocol.api_key import ApiKey
 from kbroker.server.apis import add_offsets_to_txn as add_offsets_to_txn
 from kbroker.server.apis import add_partitions_to_txn as add_partitions_to_txn
+from kbroker.server.apis import alter_client_quotas as alter_client_quotas
 from kbroker.server.apis import alter_configs as alter_configs
 from kbroker.server.apis import alter_partition as alter_partition
 from kbroker.server.apis import alter_partition_reassignments as alter_partition_reassignments
@@ -42,6 +43,7 @@ from kbroker.server.apis import delete_groups as delete_groups
 from kbroker.server.apis import delete_records as delete_records
 from kbroker.server.apis import delete_topics as delete_topics
 from kbroker.server.apis import describe_acls as describe_acls
+from kbroker.server.apis import describe_client_quotas as describe_client_quotas
 from kbroker.server.apis import describe_cluster as describe_cluster
 from kbroker.server.apis import describe_configs as describe_configs
 from kbroker.server.apis import describe_groups as describe_groups
@@ -144,6 +146,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe_user_scram_credentials),
         _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter_user_scram_credentials),
         _spec(ApiKey.DESCRIBE_ACLS, 0, 3, describe_acls),
+        _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas),
+        _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas),
         _spec(ApiKey.CREATE_ACLS, 0, 3, create_acls),
         _spec(ApiKey.DELETE_ACLS, 0, 3, delete_acls),
     )

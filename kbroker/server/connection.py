@@ -61,6 +61,9 @@ from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
+from kbroker.security.quotas import FETCH as FETCH_QUOTA
+from kbroker.security.quotas import PRODUCE as PRODUCE_QUOTA
+from kbroker.security.quotas import REQUEST as REQUEST_QUOTA
 from kbroker.server.api_table import ApiSpec
 from kbroker.server.apis import api_versions
 from kbroker.server.authenticator import SaslAuthenticator, SaslState
@@ -87,7 +90,7 @@ _SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 class _Slot:
     __slots__ = ("api_key", "version", "correlation_id", "size", "done", "parts", "close_after",
-                 "logged")
+                 "logged", "client_id", "throttle_ms")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, size: int) -> None:
         self.api_key = api_key
@@ -98,6 +101,8 @@ class _Slot:
         self.parts: list[Any] | None = None
         self.close_after = False
         self.logged: LoggedRequest | None = None  # while the request log or trace is on
+        self.client_id = ""  # for client quotas
+        self.throttle_ms = 0  # request_percentage's throttle, found when the handler ran
 
 
 class Connection:
@@ -130,6 +135,8 @@ class Connection:
         self.max_request_bytes = (security.sasl_max_receive_size if self.sasl is not None
                                   else server.broker.config.socket_request_max_bytes)
         self._auth_timer: asyncio.TimerHandle | None = None
+        self._muted = False  # a quota's throttle: not read until _unmute
+        self._mute_timer: asyncio.TimerHandle | None = None
         if not self.authenticated:
             self._auth_timer = self.loop.call_later(AUTHENTICATION_TIMEOUT_S, self._auth_timeout)
         self.last_active_ms = server.broker.time.monotonic_ms()
@@ -208,6 +215,9 @@ class Connection:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
         self.writer.close()
         for task in list(self._tasks):
             task.cancel()
@@ -226,7 +236,7 @@ class Connection:
             self._reading = False
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed and not self._draining:
+        if not self._reading and not self.closed and not self._draining and not self._muted:
             self.loop.add_reader(self.fd, self._reader)
             self._reading = True
 
@@ -381,6 +391,8 @@ class Connection:
         buf = self._inbuf
         pos = 0
         while not self.closed and not self._draining:
+            if self._muted:  # throttled by a quota: the rest waits until unmuted
+                break
             if self._overloaded():
                 self._pause_reading()
                 break
@@ -450,6 +462,7 @@ class Connection:
             principal=self.principal,
         )
         slot = self._new_slot(api_key, version, correlation_id, len(frame), header, request)
+        slot.client_id = header.client_id or ""
         if self.server.broker.authorizer is not None:
             refused = request_refusal(ctx, request)
             if refused is not None:
@@ -551,6 +564,8 @@ class Connection:
     # -- dispatch
 
     def _dispatch(self, slot: _Slot, spec: ApiSpec, ctx: RequestContext, request: Any) -> None:
+        quotas = self.server.broker.client_quotas
+        started = time.perf_counter_ns() if quotas.active else 0
         try:
             result = spec.handler(ctx, request)
         except Exception:
@@ -560,6 +575,10 @@ class Connection:
         finally:
             if slot.logged is not None:
                 slot.logged.handler_returned()
+            if started:
+                slot.throttle_ms = quotas.record(
+                    self.principal.name, slot.client_id, REQUEST_QUOTA,
+                    (time.perf_counter_ns() - started) / 1e6, self.server.broker.time.milliseconds())
         if inspect.isawaitable(result):
             task = self.loop.create_task(self._await(slot, spec, request, result))
             self._tasks.add(task)
@@ -605,17 +624,51 @@ class Connection:
         slot.close_after = close_after
         if slot.logged is not None:
             slot.logged.response_ready(response)
+        quotas = self.server.broker.client_quotas
+        throttle = slot.throttle_ms
+        if quotas.active and slot.api_key == ApiKey.PRODUCE:
+            throttle = max(throttle, quotas.record(self.principal.name, slot.client_id,
+                                                   PRODUCE_QUOTA, slot.size,
+                                                   self.server.broker.time.milliseconds()))
         if response is CLOSE_CONNECTION:
             slot.close_after = True
         elif response is not None:
             try:
+                if throttle and hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = throttle
                 slot.parts = self._encode(slot, response)
+                if quotas.active and slot.api_key == ApiKey.FETCH:
+                    fetched = quotas.record(self.principal.name, slot.client_id, FETCH_QUOTA,
+                                            sum(len(p) for p in slot.parts),
+                                            self.server.broker.time.milliseconds())
+                    if fetched > throttle:  # the answer says how long, so encode it again
+                        throttle = response.throttle_time_ms = fetched
+                        slot.parts = self._encode(slot, response)
             except Exception:
                 log.exception("encoding %s v%d failed", _name(slot.api_key), slot.version)
                 self.close()
                 return
+        if throttle:
+            self._mute(throttle)
         slot.done = True
         self._send_ready()
+
+    def _mute(self, throttle_ms: int) -> None:
+        """A quota was exceeded: read nothing more from this client for throttle_ms (Kafka's
+        channel muting); responses already queued still go out."""
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._muted = True
+        self._pause_reading()
+        self._mute_timer = self.loop.call_later(throttle_ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        self._muted = False
+        if not self.closed and not self._overloaded():
+            self._resume_reading()
+            if self._inbuf and self._reading:
+                self._guarded_process_input()
 
     def _encode(self, slot: _Slot, response: Any) -> list[Any]:
         w = Writer()
