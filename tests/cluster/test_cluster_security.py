@@ -46,10 +46,10 @@ class SaslCluster(Cluster):
 
     sasl_ports: dict[int, int]
 
-    def broker_props(self, broker_id: int, port: int) -> dict[str, str]:
-        props = super().broker_props(broker_id, port)
+    def broker_props(self, broker_id: int, port: int, host: str | None = None) -> dict[str, str]:
+        props = super().broker_props(broker_id, port, host)
         sasl_port = self.sasl_ports.setdefault(broker_id, _free_port())
-        props["listeners"] += f",SASL_PLAINTEXT://{self.host}:{sasl_port}"
+        props["listeners"] += f",SASL_PLAINTEXT://{host or self.host}:{sasl_port}"
         props.update({
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
