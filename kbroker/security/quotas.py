@@ -12,8 +12,8 @@ request is the first set, in Kafka's order, of
 and everything matching that same entity shares one rate. The rate is Kafka's Rate
 over quota.window.num (11) windows of quota.window.size.seconds (1 s), Kafka's keys; a request that
 takes it over the quota gets throttle_time_ms = (rate - quota) / quota x the measured
-window, reported in its response, and its connection is not read for that long
-(Kafka's channel muting, KIP-219).
+window (at most the quota.window.num windows), reported in its response, and its
+connection is not read for that long (Kafka's channel muting, KIP-219).
 
 Storage, single broker: `kbroker-client-quotas.json` in the first log dir (Kafka keeps
 them in ZooKeeper's /config/users and /config/clients, or its metadata log):
@@ -155,4 +155,5 @@ class ClientQuotas:
             observed = observed / 10.0  # ms of handler time per second -> percent of one thread
         if observed <= quota or quota <= 0:
             return 0
-        return int((observed - quota) / quota * rate.window_ms(now_ms))
+        throttle = (observed - quota) / quota * rate.window_ms(now_ms)
+        return int(min(throttle, self._window_ms * self._windows))  # at most the whole window

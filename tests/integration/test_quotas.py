@@ -118,14 +118,14 @@ def test_throttle_time_is_reported_in_produce_responses(tmp_path: Path) -> None:
 
     props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")}
     with Broker(props) as broker, WireClient(broker.bootstrap_servers) as c:
-        assert _alter(c, [("client-id", "wire")], producer_byte_rate=2000.0).entries[0].error_code == 0
+        assert _alter(c, [("client-id", "wire")], producer_byte_rate=4000.0).entries[0].error_code == 0
         batch = make_batch([b"v" * 50_000])
         request = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
             name="throttled", partition_data=[ProduceRequest.PartitionProduceData(
                 index=0, records=batch)])])
         first = c.call(request, 9)
-        # 50 kB over at least 10 windows: 5 kB/s against 2 kB/s, (5 - 2) / 2 x 10 s
-        assert 14_000 <= first.throttle_time_ms <= 16_000
+        # 50 kB over at least 10 windows: 5 kB/s against 4 kB/s, (5 - 4) / 4 x 10 s
+        assert 2_000 <= first.throttle_time_ms <= 3_000
 
 
 def test_a_consumer_is_throttled_by_its_byte_rate(tmp_path: Path) -> None:
@@ -158,3 +158,17 @@ def test_a_consumer_is_throttled_by_its_byte_rate(tmp_path: Path) -> None:
         throttled = [b.get("throttle", {}).get("max", 0) for s in stats
                      for b in json.loads(s)["brokers"].values()]
         assert max(throttled, default=0) > 0, "librdkafka saw no throttle_time_ms"
+
+
+def test_request_percentage_throttles_every_response(tmp_path: Path) -> None:
+    from kbroker.protocol.messages.metadata import MetadataRequest
+
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "logs")}
+    with Broker(props) as broker, WireClient(broker.bootstrap_servers) as c:
+        # 0.0001 % of the loop: any handler time at all goes over it
+        assert _alter(c, [("client-id", "wire")], request_percentage=0.0001).entries[0].error_code == 0
+        response = c.call(MetadataRequest(topics=None), 12)
+        assert 0 < response.throttle_time_ms <= 11_000  # bounded by the 11 windows of 1 s
+    with Broker(props) as broker, WireClient(broker.bootstrap_servers) as c:  # c was muted
+        assert _alter(c, [("client-id", "wire")], request_percentage=None).entries[0].error_code == 0
+        assert c.call(MetadataRequest(topics=None), 12).throttle_time_ms == 0
