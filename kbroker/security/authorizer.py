@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from kbroker.security.acl import (
     IMPLIED_BY,
+    WILDCARD,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -50,7 +51,10 @@ class AclAuthorizer:
             s.strip() for s in (super_users or "").split(";") if s.strip())
         self.allow_if_no_acl = allow_if_no_acl
         self._bindings: set[AclBinding] = set()
-        # resource type -> its bindings (the authorize path looks at one type)
+        # the authorize path's indexes: (type, literal name or *) -> entries; type -> its
+        # prefixed (prefix, entry) pairs; type -> all its bindings (authorize_any)
+        self._literal: dict[tuple[ResourceType, str], list[AccessControlEntry]] = {}
+        self._prefixed: dict[ResourceType, list[tuple[str, AccessControlEntry]]] = {}
         self._by_type: dict[ResourceType, list[AclBinding]] = {}
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
@@ -63,8 +67,10 @@ class AclAuthorizer:
         p = str(principal)
         if p in self.super_users:
             return True
-        matching = [b.entry for b in self._by_type.get(resource_type, ())
-                    if b.pattern.matches(resource_type, name)]
+        matching = [*self._literal.get((resource_type, name), ()),
+                    *self._literal.get((resource_type, WILDCARD), ()),
+                    *(e for prefix, e in self._prefixed.get(resource_type, ())
+                      if name.startswith(prefix))]
         if not matching:
             return self.allow_if_no_acl
         mine = [e for e in matching
@@ -122,9 +128,16 @@ class AclAuthorizer:
     def _set(self, bindings: Iterable[AclBinding]) -> None:
         self._bindings = set(bindings)
         by_type: dict[ResourceType, list[AclBinding]] = {}
+        literal: dict[tuple[ResourceType, str], list[AccessControlEntry]] = {}
+        prefixed: dict[ResourceType, list[tuple[str, AccessControlEntry]]] = {}
         for b in self._bindings:
-            by_type.setdefault(b.pattern.resource_type, []).append(b)
-        self._by_type = by_type
+            rtype = b.pattern.resource_type
+            by_type.setdefault(rtype, []).append(b)
+            if b.pattern.pattern_type == PatternType.LITERAL:
+                literal.setdefault((rtype, b.pattern.name), []).append(b.entry)
+            else:
+                prefixed.setdefault(rtype, []).append((b.pattern.name, b.entry))
+        self._by_type, self._literal, self._prefixed = by_type, literal, prefixed
 
     def _save(self, bindings: set[AclBinding]) -> None:
         if self._path is not None:
