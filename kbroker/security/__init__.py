@@ -11,6 +11,7 @@
                     /config/users in cluster mode)
     acl.py          ACL bindings, filters, the operations they imply, matching
     authorizer.py   AclAuthorizer: super.users, allow.everyone.if.no.acl.found, DENY wins
+    quotas.py       client quotas: entities, Kafka's precedence and Rate, throttle times
 
 Every comparison of a secret is constant-time (hmac.compare_digest); no password,
 salted or not, is ever logged.

@@ -60,7 +60,7 @@ from kbroker.protocol.codec import DecodeError, Reader, Writer
 from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
-from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal, rfc2253
 from kbroker.security.quotas import FETCH as FETCH_QUOTA
 from kbroker.security.quotas import PRODUCE as PRODUCE_QUOTA
 from kbroker.security.quotas import REQUEST as REQUEST_QUOTA
@@ -345,8 +345,6 @@ class Connection:
         cert = self.tls.peer_certificate()
         principal = ANONYMOUS
         if cert is not None and security.ssl is not None:
-            from kbroker.security.principal import rfc2253
-
             dn = rfc2253(cert.get("subject", ()))
             name = security.ssl.principal_rules.map(dn)
             if name is None:
