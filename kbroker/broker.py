@@ -67,11 +67,11 @@ from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMark
 from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
-from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
 from kbroker.storage.log_cleaner import CleanerConfig

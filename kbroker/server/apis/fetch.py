@@ -51,8 +51,8 @@ from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
-from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.server import authorization as authz
+from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.server.request_context import RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
 from kbroker.storage.log import Log
