@@ -11,6 +11,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
@@ -46,8 +47,9 @@ class SaslCluster(Cluster):
 
     sasl_ports: dict[int, int]
 
-    def broker_props(self, broker_id: int, port: int, host: str | None = None) -> dict[str, str]:
-        props = super().broker_props(broker_id, port, host)
+    def broker_props(self, broker_id: int, port: int, *args: Any, **kwargs: Any) -> dict[str, str]:
+        props = super().broker_props(broker_id, port, *args, **kwargs)
+        host = args[0] if args else kwargs.get("host")
         sasl_port = self.sasl_ports.setdefault(broker_id, _free_port())
         props["listeners"] += f",SASL_PLAINTEXT://{host or self.host}:{sasl_port}"
         props.update({
