@@ -67,6 +67,10 @@ from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMark
 from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
+from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
+from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas
+from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
@@ -229,6 +233,16 @@ class BrokerState:
             metadata_changed=self.metadata_changed if self.clustered else None)
         self.txn_coordinator = TransactionCoordinator(txn_state, markers, time, self._generate_producer_id)
         self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
+        self.scram_credentials = ScramCredentialStore(
+            None if self.clustered else os.path.join(config.log_dirs[0], CREDENTIALS_FILE))
+        self.client_quotas = ClientQuotas(
+            None if self.clustered else os.path.join(config.log_dirs[0], QUOTAS_FILE),
+            config.quota_window_size_seconds * 1000, config.quota_window_num)
+        self.authorizer: AclAuthorizer | None = None
+        if config.authorizer_class_name:
+            self.authorizer = AclAuthorizer(
+                None if self.clustered else os.path.join(config.log_dirs[0], ACLS_FILE),
+                config.super_users, config.allow_everyone_if_no_acl_found)
         if self.clustered:
             self.group_coordinator.owned_partitions = set()
             self.replica_manager.is_alive = lambda b: cache.broker(b) is not None
@@ -259,6 +273,17 @@ class BrokerState:
         if dynamic is not None:
             self.apply_broker_config(dynamic)
         self.zk_broker.on_broker_config = self.apply_broker_config
+        # SCRAM credentials live in /config/users, as in Kafka's ZooKeeper mode
+        zk_broker = self.zk_broker
+        for user, user_config in (await zk_broker.load_user_configs()).items():
+            self.scram_credentials.set_user(user, user_config)
+        zk_broker.on_user_config = self.scram_credentials.set_user
+
+        async def persist(user: str, creds: Mapping[str, Any]) -> None:
+            await zk_broker.change_user_config(user, {
+                m: (creds[m].to_string() if m in creds else None) for m in SCRAM_MECHANISMS})
+
+        self.scram_credentials.persist = persist
         assert isinstance(self.producer_id_manager, ZkProducerIdManager)
         self.producer_id_manager.zk = self.zk_broker.zk
 

@@ -48,6 +48,7 @@ from kbroker.ops import top as top_cli
 from kbroker.perf import cli as perf_cli
 from kbroker.server.broker_loggers import ROOT, parse_level, set_levels, take_log4j_levels
 from kbroker.server.protocol_trace import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, TraceSettings
+from kbroker.tools import acls as acls_cli
 from kbroker.tools import cluster as cluster_cli
 from kbroker.tools import groups as groups_cli
 from kbroker.tools import topics as topics_cli
@@ -110,21 +111,20 @@ def _log_level(text: str) -> tuple[str, int]:
 def config_help() -> str:
     """`kbroker serve --help-config`: the table of keys, as text."""
     from kbroker.common.configs import (
-        ACCEPTED_PREFIXES_WITHOUT_EFFECT,
         ACCEPTED_WITHOUT_EFFECT,
         BROKER_CONFIGS,
         TOPIC_CONFIGS,
     )
 
     accepted = [f"{name}\n    {why}" for name, why in sorted(ACCEPTED_WITHOUT_EFFECT.items())]
-    prefixes = ", ".join(f"{p}*" for p in ACCEPTED_PREFIXES_WITHOUT_EFFECT)
     return (
         "Broker configs (server.properties, --override; read at startup only: kbroker "
         "changes none at run time)\n\n" + BROKER_CONFIGS.to_text(broker=True)
         + "\nTopic configs (CreateTopics, AlterConfigs, IncrementalAlterConfigs)\n\n"
         + TOPIC_CONFIGS.to_text(broker=False)
-        + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted)
-        + f"\n{prefixes}\n    settings of SSL and SASL listeners, which kbroker does not serve\n"
+        + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted) + "\n"
+        + "\nPer listener: listener.name.<listener>.<ssl.* or sasl.* key>, and\n"
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config (the users of PLAIN)\n"
     )
 
 
@@ -192,7 +192,7 @@ def _port_taken_hint(e: BindError) -> str:
 
 # Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it, nor
 # `cluster up` (its other actions set `needs_client` on their parsers).
-NEEDS_CLIENT = frozenset({"groups", "topics", "perf"})
+NEEDS_CLIENT = frozenset({"groups", "topics", "perf", "acls"})
 
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                              Callable[[argparse.Namespace], int]]] = {
@@ -200,6 +200,7 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
     "groups": (groups_cli.HELP, groups_cli.configure_parser, groups_cli.run),
     "topics": (topics_cli.HELP, topics_cli.configure_parser, topics_cli.run),
     "cluster": (cluster_cli.HELP, cluster_cli.configure_parser, cluster_cli.run),
+    "acls": (acls_cli.HELP, acls_cli.configure_parser, acls_cli.run),
     "transactions": (transactions_cli.HELP, transactions_cli.configure_parser, transactions_cli.run),
     "perf": (perf_cli.HELP, perf_cli.configure_parser, perf_cli.run),
     "trace": (trace_cli.HELP, trace_cli.configure_parser, trace_cli.run),

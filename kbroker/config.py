@@ -40,8 +40,16 @@ from kbroker.common.config_def import ConfigError, Type, parse_host_port, parse_
 from kbroker.common.configs import (
     BROKER_CONFIGS,
     DEFAULT_LOG_DIR,
+    SECURITY_PREFIXES,
     TOPIC_CONFIGS,
     accepted_without_effect,
+)
+from kbroker.security.settings import (
+    LISTENER_KEYS,
+    PROTOCOL_IDS,
+    ListenerSecurity,
+    check_security_keys,
+    listener_security,
 )
 from kbroker.storage.log_config import LogConfig
 
@@ -175,6 +183,8 @@ FOLDED_KEYS: dict[str, str] = {
     "log.roll.hours": "log.roll.ms",
     "listener.security.protocol.map": "listeners",
     "controller.listener.names": "listeners",
+    # each listener's TLS and SASL settings (BrokerConfig.listener_security)
+    **dict.fromkeys(sorted(LISTENER_KEYS | {"sasl.mechanism.inter.broker.protocol"}), "listeners"),
 }
 
 _warned_unknown: set[str] = set()
@@ -294,6 +304,14 @@ class BrokerConfig:
     # kbroker's own
     operations_listener: str | None
     operations_write_enable: bool
+    # security
+    authorizer_class_name: str
+    super_users: str | None
+    allow_everyone_if_no_acl_found: bool
+    quota_window_num: int
+    quota_window_size_seconds: int
+    # listener name -> its protocol, TLS and SASL settings (derived from the keys above)
+    listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict, repr=False)
     props: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -309,7 +327,15 @@ class BrokerConfig:
         values["log_dirs"] = _log_dirs(props, typed)
         values["log_retention_ms"] = _retention_ms(props, typed)
         values["log_roll_ms"] = _roll_ms(props, typed)
-        values["listeners"], values["advertised_listeners"] = _client_listeners(typed)
+        values["listeners"], values["advertised_listeners"], protocols = _client_listeners(typed)
+        check_security_keys(props, {x.name for x in values["listeners"]})
+        values["listener_security"] = {
+            x.name: listener_security(x.name, protocols[x.name], props, typed)
+            for x in values["listeners"]}
+        _check_inter_broker(props, typed, values)
+        if typed["zookeeper.connect"] is not None and typed["authorizer.class.name"]:
+            raise ConfigError("authorizer.class.name: ACLs are not implemented in cluster mode "
+                              "yet (Kafka keeps them in ZooKeeper's /kafka-acl); unset it")
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
             log.warning("message.max.bytes exceeds socket.request.max.bytes")
         queued_bytes = values["queued_max_request_bytes"]
@@ -360,7 +386,7 @@ class BrokerConfig:
 
 def _warn_unknown(props: Mapping[str, str]) -> None:
     for key in props:
-        if key in BROKER_CONFIGS:
+        if key in BROKER_CONFIGS or key.startswith(SECURITY_PREFIXES):  # checked by security
             continue
         if accepted_without_effect(key):
             log.debug("config %s is accepted and has no effect in kbroker", key)
@@ -407,10 +433,10 @@ def _roll_ms(props: Mapping[str, str], typed: Mapping[str, Any]) -> int:
 
 def _client_listeners(
     typed: Mapping[str, Any],
-) -> tuple[tuple[Listener, ...], tuple[Listener, ...] | None]:
-    """The listeners kbroker serves: KRaft controller listeners are dropped (a single
-    kbroker node has no controller quorum), the rest must map to PLAINTEXT through
-    `listener.security.protocol.map`, so a stock Kafka server.properties starts."""
+) -> tuple[tuple[Listener, ...], tuple[Listener, ...] | None, dict[str, str]]:
+    """The listeners kbroker serves and their security protocols: KRaft controller
+    listeners are dropped (a single kbroker node has no controller quorum), every other
+    one must be in `listener.security.protocol.map`."""
     listeners = parse_listeners("listeners", typed["listeners"])
     if not listeners:
         raise ConfigError("listeners must name at least one listener")
@@ -431,18 +457,45 @@ def _client_listeners(
     for lst in served:
         if lst.name not in protocols:
             raise ConfigError(f"listeners: {lst.name} is not in {key}")
-        if protocols[lst.name] != "PLAINTEXT":
-            raise ConfigError(
-                f"invalid value for listeners: {lst} uses {protocols[lst.name]}; "
-                "only PLAINTEXT is supported"
-            )
+        if protocols[lst.name] not in PROTOCOL_IDS:
+            raise ConfigError(f"invalid value for {key}: {lst.name} maps to "
+                              f"{protocols[lst.name]}, not one of {', '.join(PROTOCOL_IDS)}")
     if advertised:
         advertised = tuple(a for a in advertised if a.name not in controllers)
         names = {x.name for x in served}
         for adv in advertised:
             if adv.name not in names:
                 raise ConfigError(f"advertised.listeners names {adv.name}, which is not in listeners")
-    return served, advertised
+    return served, advertised, protocols
+
+
+def _check_inter_broker(props: Mapping[str, str], typed: Mapping[str, Any],
+                        values: Mapping[str, Any]) -> None:
+    """Kafka's checks of the inter-broker listener. Set explicitly on a single broker, it
+    must be one of the listeners (with its SASL mechanism enabled there); in cluster
+    mode it must be, and be PLAINTEXT (brokers talk to each other without TLS or SASL)."""
+    name = typed["inter.broker.listener.name"]
+    if name is not None and "security.inter.broker.protocol" in props:
+        raise ConfigError("Only one of inter.broker.listener.name and "
+                          "security.inter.broker.protocol should be set.")
+    explicit = name is not None or "security.inter.broker.protocol" in props
+    clustered = typed["zookeeper.connect"] is not None
+    if not explicit and not clustered:
+        return
+    key = "inter.broker.listener.name" if name is not None else "security.inter.broker.protocol"
+    name = (name or typed["security.inter.broker.protocol"]).upper()
+    security = values["listener_security"].get(name)
+    if security is None:
+        if clustered and not explicit:
+            return  # the first listener, as before (zk_broker)
+        raise ConfigError(f"{key}: {name} must be a listener name defined in listeners")
+    if clustered and security.protocol != "PLAINTEXT":
+        raise ConfigError(f"{key}: the inter-broker listener {name} is {security.protocol}; "
+                          "kbroker brokers talk to each other over PLAINTEXT only")
+    mech = typed["sasl.mechanism.inter.broker.protocol"]
+    if security.sasl and mech not in security.sasl_mechanisms:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mech} must be included in "
+                          f"sasl.enabled.mechanisms of the inter-broker listener {name}")
 
 
 def _items(value: str | None) -> Iterable[str]:

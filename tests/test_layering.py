@@ -4,7 +4,8 @@
     1  kbroker._core                                   compiled core: bytes, CRCs, indexes
     2  kbroker.records, kbroker.protocol, kbroker.utils formats and helpers over the core
     3  kbroker.client, kbroker.storage
-    4  kbroker.spark, kbroker.config, kbroker.coordinator, kbroker.metadata, kbroker.cluster
+    4  kbroker.spark, kbroker.config, kbroker.coordinator, kbroker.metadata, kbroker.cluster,
+       kbroker.security
        (these may import one another and layer 3; never the serving layer)
     -  the serving layer and entry points: kbroker.server, kbroker.broker, kbroker.cli, ...
 
@@ -29,7 +30,7 @@ _CORE = (*_LOW, "kbroker._core")
 _FORMATS = (*_CORE, "kbroker.records", "kbroker.protocol", "kbroker.utils")
 _MIDDLE = (*_FORMATS, "kbroker.client", "kbroker.storage")
 _UPPER = (*_MIDDLE, "kbroker.spark", "kbroker.config", "kbroker.coordinator", "kbroker.metadata",
-          "kbroker.cluster")
+          "kbroker.cluster", "kbroker.security")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "kbroker.common": (),
     "kbroker._core": _LOW,
@@ -43,6 +44,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "kbroker.coordinator": _UPPER,
     "kbroker.metadata": _UPPER,
     "kbroker.cluster": _UPPER,
+    "kbroker.security": _UPPER,
 }
 
 _CYTHON_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\b|c?import\s+([\w.]+))", re.M)

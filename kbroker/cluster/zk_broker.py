@@ -26,7 +26,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.exceptions import (
@@ -123,6 +123,7 @@ class ZkBroker:
         self.dynamic = DynamicBrokerConfig(config.props, self.broker_id)
         # Called with the broker's new effective props after a dynamic config change.
         self.on_broker_config: Callable[[dict[str, str]], None] | None = None
+        self.on_user_config: Callable[[str, dict[str, str]], None] | None = None
 
     # -- start --------------------------------------------------------------------------------
     async def connect(self, local_cluster_id: str | None) -> str:
@@ -177,8 +178,12 @@ class ZkBroker:
             self.config.replica_high_watermark_checkpoint_interval_ms / 1000,
             self.log_manager.checkpoint_in_background)))
 
+    def _protocols(self) -> tuple[tuple[str, str], ...]:
+        return tuple((name, s.protocol) for name, s in self.config.listener_security.items())
+
     async def _register(self) -> None:
-        reg = BrokerRegistration(self.broker_id, tuple(self._endpoints), self.config.broker_rack)
+        reg = BrokerRegistration(self.broker_id, tuple(self._endpoints), self.config.broker_rack,
+                                 protocols=self._protocols())
         path = zk_data.broker_path(self.broker_id)
         data = reg.encode(int(time.time() * 1000))
         deadline = time.monotonic() + self.config.zookeeper_session_timeout_ms / 1000 * 2 + 5
@@ -211,7 +216,8 @@ class ZkBroker:
         self.broker_epoch = stat.czxid
         self.replica_manager.broker_epoch = stat.czxid
         self.registration = BrokerRegistration(self.broker_id, tuple(self._endpoints),
-                                               self.config.broker_rack, stat.czxid)
+                                               self.config.broker_rack, stat.czxid,
+                                               self._protocols())
         log.info("registered broker %d in ZooKeeper (%s, epoch %d)", self.broker_id,
                  self.config.zookeeper_connect, stat.czxid)
 
@@ -403,3 +409,21 @@ class ZkBroker:
                 self.log_manager.update_topic_config(name, self._log_config(name, overrides))
             elif entity_type == "brokers":
                 self._broker_config_changed(name, await self.admin.read_config("brokers", name))
+            elif entity_type == "users" and self.on_user_config is not None:
+                self.on_user_config(name, await self.admin.read_config("users", name))
+
+    # -- users (/config/users/<user>: SCRAM credentials, as Kafka's ZooKeeper mode keeps them)
+
+    async def load_user_configs(self) -> dict[str, dict[str, str]]:
+        users = await self.zk.get_children("/config/users")
+        return {user: await self.admin.read_config("users", user) for user in users}
+
+    async def change_user_config(self, user: str, changes: Mapping[str, str | None]) -> None:
+        """Set (or, for None, remove) keys of a user's config; other keys (quotas) stay."""
+        config = await self.admin.read_config("users", user)
+        for key, value in changes.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        await self.admin.change_config("users", user, config)

@@ -134,6 +134,10 @@ class BrokerRegistration:
     endpoints: tuple[tuple[str, str, int], ...]  # (listener name, host, port)
     rack: str | None
     epoch: int = -1  # the znode's creation zxid, filled in when read
+    protocols: tuple[tuple[str, str], ...] = ()  # (listener name, security protocol)
+
+    def protocol(self, listener: str) -> str:
+        return dict(self.protocols).get(listener, "PLAINTEXT")
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         for name, host, port in self.endpoints:
@@ -145,7 +149,8 @@ class BrokerRegistration:
         first = self.endpoints[0] if self.endpoints else ("PLAINTEXT", "", -1)
         return _dump({
             "features": {},
-            "listener_security_protocol_map": {name: "PLAINTEXT" for name, _h, _p in self.endpoints},
+            "listener_security_protocol_map": {name: self.protocol(name)
+                                               for name, _h, _p in self.endpoints},
             "endpoints": [f"{name}://{host}:{port}" for name, host, port in self.endpoints],
             "jmx_port": -1,
             "port": first[2],
@@ -164,7 +169,10 @@ class BrokerRegistration:
             host, _, port = rest.rpartition(":")
             endpoints.append((name.upper(), host.strip("[]"), int(port)))
         rack = d.get("rack")
-        return cls(broker_id, tuple(endpoints), str(rack) if rack is not None else None, epoch)
+        protocols = tuple((str(k).upper(), str(v)) for k, v in
+                          _dict(d.get("listener_security_protocol_map")).items())
+        return cls(broker_id, tuple(endpoints), str(rack) if rack is not None else None, epoch,
+                   protocols)
 
 
 # -- /controller

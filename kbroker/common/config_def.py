@@ -292,9 +292,14 @@ class ConfigKey:
         return self.name.replace(".", "_")
 
     def parse(self, raw: Any) -> Any:
-        value = parse_value(self.name, self.type, raw)
-        if self.validator is not None:
-            self.validator(self.name, value)
+        try:
+            value = parse_value(self.name, self.type, raw)
+            if self.validator is not None:
+                self.validator(self.name, value)
+        except ConfigError as e:
+            if self.type == Type.PASSWORD:  # Kafka shows a password as [hidden]
+                raise ConfigError(str(e).replace(str(raw).strip(), "[hidden]")) from None
+            raise
         return value
 
     def render(self, value: Any) -> str | None:

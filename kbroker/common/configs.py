@@ -82,15 +82,15 @@ _SERVER = (
          "The rack of this broker, reported in Metadata and DescribeCluster; rack-aware "
          "replica assignment uses it in cluster mode."),
     _key("listeners", LIST, ("PLAINTEXT://127.0.0.1:9092",), None,
-         "NAME://host:port to listen on, comma-separated. Every listener must map to "
-         "PLAINTEXT in listener.security.protocol.map; KRaft controller listeners "
+         "NAME://host:port to listen on, comma-separated. Each listener's security "
+         "protocol is listener.security.protocol.map's; KRaft controller listeners "
          "(controller.listener.names) are dropped. Port 0 picks a free port.", PER_BROKER),
     _key("advertised.listeners", LIST, None, None,
          "The NAME://host:port clients are told to connect to, per listener name; unset: "
          "the listeners themselves.", PER_BROKER),
     _key("listener.security.protocol.map", STRING, DEFAULT_SECURITY_PROTOCOL_MAP, None,
-         "NAME:PROTOCOL pairs mapping listener names to security protocols; kbroker "
-         "serves PLAINTEXT only.", PER_BROKER),
+         "NAME:PROTOCOL pairs mapping listener names to security protocols (PLAINTEXT, "
+         "SSL, SASL_PLAINTEXT, SASL_SSL).", PER_BROKER),
     _key("controller.listener.names", STRING, None, None,
          "The KRaft controller listeners: kbroker joins no controller quorum and does "
          "not listen on them."),
@@ -126,6 +126,95 @@ _SERVER = (
          "fetch.queue.backoff.ms (1 s) whenever a response leaves more than "
          "queued.min.messages (100000) records in its queue: 16 MiB of 100-byte records "
          "did that at every response."),
+)
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer",
+               "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+# TLS and SASL settings of listeners; each may also be given for one listener as
+# listener.name.<name lower case>.<key> (and the JAAS config per mechanism as
+# listener.name.<name>.<mechanism lower case>.sasl.jaas.config), as Kafka reads them.
+_SECURITY = (
+    _key("ssl.protocol", STRING, "TLSv1.3", one_of("TLS", "TLSv1.2", "TLSv1.3"),
+         "The TLS protocol of SSL and SASL_SSL listeners; with TLSv1.3 clients may still "
+         "negotiate any of ssl.enabled.protocols.", PER_BROKER),
+    _key("ssl.enabled.protocols", LIST, ("TLSv1.2", "TLSv1.3"), all_in("TLSv1.2", "TLSv1.3"),
+         "The TLS versions a client may negotiate.", PER_BROKER),
+    _key("ssl.cipher.suites", LIST, (), None,
+         "TLS 1.2 cipher suites, by their IANA (Java) or OpenSSL names; empty: Python's "
+         "defaults. TLS 1.3 suites cannot be restricted through Python's ssl, so a TLS 1.3 "
+         "name here is refused.", PER_BROKER),
+    _key("ssl.keystore.type", STRING, "JKS", one_of("JKS", "PKCS12", "PEM"),
+         "The key store format: SSL listeners need PEM (Kafka's default JKS, and PKCS12, "
+         "are refused at startup).",
+         PER_BROKER),
+    _key("ssl.keystore.location", STRING, None, None,
+         "A PEM file with the private key (PKCS#8, encrypted when ssl.key.password is set) "
+         "and the certificate chain.", PER_BROKER),
+    _key("ssl.keystore.password", Type.PASSWORD, None, Only(None, "a PEM key store has no "
+         "password (ssl.key.password decrypts the key)"),
+         "Refused with PEM key stores, as Kafka refuses it.", PER_BROKER),
+    _key("ssl.key.password", Type.PASSWORD, None, None,
+         "The password of the private key in ssl.keystore.location or ssl.keystore.key.",
+         PER_BROKER),
+    _key("ssl.keystore.key", Type.PASSWORD, None, None,
+         "The private key in PEM, inline (instead of ssl.keystore.location).", PER_BROKER),
+    _key("ssl.keystore.certificate.chain", Type.PASSWORD, None, None,
+         "The certificate chain in PEM, inline (with ssl.keystore.key).", PER_BROKER),
+    _key("ssl.truststore.type", STRING, "JKS", one_of("JKS", "PKCS12", "PEM"),
+         "The trust store format: SSL listeners need PEM.", PER_BROKER),
+    _key("ssl.truststore.location", STRING, None, None,
+         "A PEM file of the CA certificates client certificates are checked against.",
+         PER_BROKER),
+    _key("ssl.truststore.password", Type.PASSWORD, None, Only(None, "a PEM trust store has "
+         "no password"), "Refused with PEM trust stores, as Kafka refuses it.", PER_BROKER),
+    _key("ssl.truststore.certificates", Type.PASSWORD, None, None,
+         "CA certificates in PEM, inline (instead of ssl.truststore.location).", PER_BROKER),
+    _key("ssl.client.auth", STRING, "none", one_of("required", "requested", "none"),
+         "Whether SSL listeners ask clients for a certificate: required (mutual TLS), "
+         "requested (checked when given), none.", PER_BROKER),
+    _key("ssl.principal.mapping.rules", STRING, "DEFAULT", None,
+         "Rules mapping a client certificate's distinguished name (RFC 2253) to a user name, "
+         "Kafka's RULE:pattern/replacement/[LU] list ending in DEFAULT (the whole name).",
+         PER_BROKER),
+    _key("ssl.endpoint.identification.algorithm", STRING, "https", None,
+         "Host name verification of the broker's own TLS connections to other brokers; "
+         "kbroker's inter-broker listener is PLAINTEXT, so it checks none (Kafka's "
+         "server side ignores it too).", PER_BROKER),
+    _key("ssl.keymanager.algorithm", STRING, "SunX509", None,
+         "Java's key manager: no counterpart in OpenSSL, any value is accepted as in "
+         "Kafka configs written for the JVM.", RO),
+    _key("ssl.trustmanager.algorithm", STRING, "PKIX", None,
+         "Java's trust manager: no counterpart in OpenSSL (chains are checked by OpenSSL's "
+         "X.509 verification).", RO),
+    _key("ssl.engine.factory.class", Type.CLASS, None, Only(None, "TLS is Python's ssl"),
+         "Refused: a Java SslEngineFactory cannot be loaded.", RO),
+    _key("sasl.enabled.mechanisms", LIST, ("GSSAPI",), None,
+         "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+         "(Kafka's default GSSAPI, Kerberos, is refused when a SASL listener uses it).",
+         PER_BROKER),
+    _key("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None,
+         "The mechanism brokers use with each other when the inter-broker listener is "
+         "SASL: it must be enabled there (cluster mode's inter-broker listener is "
+         "PLAINTEXT).", PER_BROKER),
+    _key("sasl.server.max.receive.size", INT, 524288, at_least(1),
+         "The largest SASL token the broker reads before authentication; larger closes "
+         "the connection."),
+    _key("connections.max.reauth.ms", LONG, 0, at_least(0),
+         "How long a SASL session lasts before the client must re-authenticate (KIP-368); "
+         "0: forever.", PER_BROKER),
+    _key("authorizer.class.name", STRING, "", one_of("", *AUTHORIZERS),
+         "Kafka's AclAuthorizer or StandardAuthorizer turns ACLs on; empty: every "
+         "principal may do everything."),
+    _key("super.users", STRING, None, None,
+         "Principals (User:name) allowed everything, semicolon-separated."),
+    _key("allow.everyone.if.no.acl.found", BOOLEAN, False, None,
+         "When no ACL matches a resource: allow (true) or deny (false)."),
+    _key("quota.window.num", INT, 11, at_least(1),
+         "The number of samples client quota rates are measured over."),
+    _key("quota.window.size.seconds", INT, 1, at_least(1),
+         "The time span of each sample of client quota rates."),
 )
 
 _TOPICS = (
@@ -414,7 +503,7 @@ _TOPIC_WITH_UNITS = (
 )
 
 BROKER_CONFIGS = ConfigDef([
-    *_SERVER, *_TOPICS, *_LOG, *(broker for broker, _ in _LOG_CONFIGS), *_REPLICATION,
+    *_SERVER, *_SECURITY, *_TOPICS, *_LOG, *(broker for broker, _ in _LOG_CONFIGS), *_REPLICATION,
     *_COORDINATORS, *_OPERATIONS,
 ])
 TOPIC_CONFIGS = ConfigDef(sorted(
@@ -446,10 +535,10 @@ ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {
         "KRaft quorum: a kbroker node serves clients as a whole single-node cluster and "
         "joins no controller quorum"),
 }
-# Key prefixes accepted with no effect: settings of SSL and SASL listeners, which
-# kbroker refuses at startup (only PLAINTEXT listeners), so nothing can use them.
-ACCEPTED_PREFIXES_WITHOUT_EFFECT = ("listener.name.", "ssl.", "sasl.")
+# Key prefixes of TLS, SASL and per-listener settings: a key under them that is not in the
+# table (nor a per-listener form of one) is refused at startup, never ignored.
+SECURITY_PREFIXES = ("listener.name.", "ssl.", "sasl.")
 
 
 def accepted_without_effect(name: str) -> bool:
-    return name in ACCEPTED_WITHOUT_EFFECT or name.startswith(ACCEPTED_PREFIXES_WITHOUT_EFFECT)
+    return name in ACCEPTED_WITHOUT_EFFECT

@@ -17,9 +17,19 @@ def client_config(bootstrap_server: str, extra: dict[str, str] | None = None) ->
     return config
 
 
-def topic_partitions(bootstrap_server: str, topic: str, timeout_s: float = 10.0) -> list[int]:
+_CONNECTION_PREFIXES = ("security.", "ssl.", "sasl.")
+
+
+def connection_config(client: dict[str, str] | None) -> dict[str, str]:
+    """The -X settings about how to connect (security.protocol, ssl.*, sasl.*): what the
+    tool's own admin and watermark clients need besides the bootstrap server."""
+    return {k: v for k, v in (client or {}).items() if k.startswith(_CONNECTION_PREFIXES)}
+
+
+def topic_partitions(bootstrap_server: str, topic: str, timeout_s: float = 10.0,
+                     security: dict[str, str] | None = None) -> list[int]:
     """The partition ids of `topic`, or [] when the broker does not know it."""
-    admin = AdminClient(client_config(bootstrap_server))
+    admin = AdminClient(client_config(bootstrap_server, connection_config(security)))
     metadata = admin.list_topics(topic=topic, timeout=timeout_s)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
@@ -29,13 +39,14 @@ def topic_partitions(bootstrap_server: str, topic: str, timeout_s: float = 10.0)
 
 def ensure_topic(
     bootstrap_server: str, topic: str, partitions: int, replication_factor: int = 1,
-    timeout_s: float = 30.0,
+    timeout_s: float = 30.0, security: dict[str, str] | None = None,
 ) -> list[int]:
     """Create `topic` with `partitions` partitions unless it exists; return its partition ids."""
-    existing = _known_partitions(bootstrap_server, topic)
+    security = connection_config(security)
+    existing = _known_partitions(bootstrap_server, topic, security)
     if existing:
         return existing
-    admin = AdminClient(client_config(bootstrap_server))
+    admin = AdminClient(client_config(bootstrap_server, security))
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=timeout_s,
@@ -45,23 +56,25 @@ def ensure_topic(
     except KafkaException as exc:
         code = exc.args[0].code() if exc.args else None
         if code == KafkaError._UNSUPPORTED_FEATURE:
-            return _auto_create(bootstrap_server, topic, partitions, timeout_s)
+            return _auto_create(bootstrap_server, topic, partitions, timeout_s, security)
         if code != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = _known_partitions(bootstrap_server, topic)
+        found = _known_partitions(bootstrap_server, topic, security)
         if len(found) >= partitions:
             return found
         time.sleep(0.1)
     raise TimeoutError(f"topic {topic} not visible with {partitions} partitions after {timeout_s} s")
 
 
-def _auto_create(bootstrap_server: str, topic: str, partitions: int, timeout_s: float) -> list[int]:
+def _auto_create(bootstrap_server: str, topic: str, partitions: int, timeout_s: float,
+                 security: dict[str, str]) -> list[int]:
     """No CreateTopics on this broker: let a producer's Metadata request auto-create the topic."""
     print(f"kbroker perf: broker has no CreateTopics; relying on auto-creation of {topic}",
           file=sys.stderr)
-    producer = Producer(client_config(bootstrap_server, {"allow.auto.create.topics": "true"}))
+    producer = Producer(client_config(bootstrap_server, {**security,
+                                                         "allow.auto.create.topics": "true"}))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         metadata = producer.list_topics(topic=topic, timeout=5.0)
@@ -75,8 +88,8 @@ def _auto_create(bootstrap_server: str, topic: str, partitions: int, timeout_s: 
     raise TimeoutError(f"topic {topic} was not auto-created within {timeout_s} s")
 
 
-def _known_partitions(bootstrap_server: str, topic: str) -> list[int]:
-    admin = AdminClient(client_config(bootstrap_server))
+def _known_partitions(bootstrap_server: str, topic: str, security: dict[str, str]) -> list[int]:
+    admin = AdminClient(client_config(bootstrap_server, security))
     metadata = admin.list_topics(timeout=10.0)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
@@ -85,13 +98,15 @@ def _known_partitions(bootstrap_server: str, topic: str) -> list[int]:
 
 
 def watermarks(
-    bootstrap_server: str, topic: str, partitions: list[int], timeout_s: float = 10.0
+    bootstrap_server: str, topic: str, partitions: list[int], timeout_s: float = 10.0,
+    security: dict[str, str] | None = None,
 ) -> dict[int, tuple[int, int]]:
     """{partition: (log_start_offset, high_watermark)} as the broker reports them now."""
     consumer = Consumer(
         client_config(
             bootstrap_server,
-            {"group.id": f"kbroker-perf-{uuid.uuid4().hex[:8]}", "enable.auto.commit": "false"},
+            {**connection_config(security), "group.id": f"kbroker-perf-{uuid.uuid4().hex[:8]}",
+             "enable.auto.commit": "false"},
         )
     )
     try:

@@ -85,7 +85,8 @@ def _consume_worker(ctx: WorkerContext, task: ConsumeTask) -> dict[str, Any]:
 
 
 def run_consume(options: PerfOptions) -> RunSummary:
-    partitions = admin.topic_partitions(options.bootstrap_server, options.topic)
+    partitions = admin.topic_partitions(options.bootstrap_server, options.topic,
+                                    security=options.client_config)
     if not partitions:
         raise SystemExit(f"topic {options.topic} does not exist")
     tasks = plan_consumers(options, partitions)

@@ -110,9 +110,11 @@ def run_e2e(options: PerfOptions) -> RunSummary:
         options = replace(options, throughput=DEFAULT_RATE)
     if options.partitions > 0:
         partitions = admin.ensure_topic(options.bootstrap_server, options.topic,
-                                        options.partitions, options.replication_factor)
+                                        options.partitions, options.replication_factor,
+                                        security=options.client_config)
     else:
-        partitions = admin.topic_partitions(options.bootstrap_server, options.topic)
+        partitions = admin.topic_partitions(options.bootstrap_server, options.topic,
+                                    security=options.client_config)
     if not partitions:
         raise SystemExit(f"topic {options.topic} does not exist (give --partitions to create it)")
     producer = Producer(producer_config(options))

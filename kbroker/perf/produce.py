@@ -205,7 +205,8 @@ def split(total: int, parts: int) -> list[int]:
 
 def run_produce(options: PerfOptions) -> RunSummary:
     partitions = _prepare_topic(options)
-    before = admin.watermarks(options.bootstrap_server, options.topic, partitions)
+    before = admin.watermarks(options.bootstrap_server, options.topic, partitions,
+                              security=options.client_config)
     per_process_rate = options.throughput / options.producers if options.throughput > 0 else -1.0
     run_id = uuid.uuid4().hex[:8]
     tasks = [
@@ -215,7 +216,8 @@ def run_produce(options: PerfOptions) -> RunSummary:
     ]
     results = run_workers(_produce_worker, tasks, options.report_interval_s, options.timeout_s,
                           options.quiet)
-    after = admin.watermarks(options.bootstrap_server, options.topic, partitions)
+    after = admin.watermarks(options.bootstrap_server, options.topic, partitions,
+                              security=options.client_config)
     appended = sum(after[p][1] - before[p][1] for p in partitions)
     latencies = [x for r in results for x in r["latencies_ms"]]
     first_errors = [e for r in results for e in r["first_errors"]]
@@ -244,8 +246,9 @@ def _transactions(options: PerfOptions, results: list[dict[str, Any]]) -> dict[s
 def _prepare_topic(options: PerfOptions) -> list[int]:
     if options.partitions > 0:
         return admin.ensure_topic(options.bootstrap_server, options.topic, options.partitions,
-                                  options.replication_factor)
-    found = admin.topic_partitions(options.bootstrap_server, options.topic)
+                                  options.replication_factor, security=options.client_config)
+    found = admin.topic_partitions(options.bootstrap_server, options.topic,
+                                    security=options.client_config)
     if not found:
         raise SystemExit(f"topic {options.topic} does not exist (give --partitions to create it)")
     return found

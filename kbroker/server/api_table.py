@@ -27,17 +27,23 @@ from typing import Any
 from kbroker.protocol.api_key import ApiKey
 from kbroker.server.apis import add_offsets_to_txn as add_offsets_to_txn
 from kbroker.server.apis import add_partitions_to_txn as add_partitions_to_txn
+from kbroker.server.apis import alter_client_quotas as alter_client_quotas
 from kbroker.server.apis import alter_configs as alter_configs
 from kbroker.server.apis import alter_partition as alter_partition
 from kbroker.server.apis import alter_partition_reassignments as alter_partition_reassignments
 from kbroker.server.apis import alter_replica_log_dirs as alter_replica_log_dirs
+from kbroker.server.apis import alter_user_scram_credentials as alter_user_scram_credentials
 from kbroker.server.apis import api_versions as api_versions
 from kbroker.server.apis import controlled_shutdown as controlled_shutdown
+from kbroker.server.apis import create_acls as create_acls
 from kbroker.server.apis import create_partitions as create_partitions
 from kbroker.server.apis import create_topics as create_topics
+from kbroker.server.apis import delete_acls as delete_acls
 from kbroker.server.apis import delete_groups as delete_groups
 from kbroker.server.apis import delete_records as delete_records
 from kbroker.server.apis import delete_topics as delete_topics
+from kbroker.server.apis import describe_acls as describe_acls
+from kbroker.server.apis import describe_client_quotas as describe_client_quotas
 from kbroker.server.apis import describe_cluster as describe_cluster
 from kbroker.server.apis import describe_configs as describe_configs
 from kbroker.server.apis import describe_groups as describe_groups
@@ -45,6 +51,7 @@ from kbroker.server.apis import describe_log_dirs as describe_log_dirs
 from kbroker.server.apis import describe_producers as describe_producers
 from kbroker.server.apis import describe_topic_partitions as describe_topic_partitions
 from kbroker.server.apis import describe_transactions as describe_transactions
+from kbroker.server.apis import describe_user_scram_credentials as describe_user_scram_credentials
 from kbroker.server.apis import elect_leaders as elect_leaders
 from kbroker.server.apis import end_txn as end_txn
 from kbroker.server.apis import fetch as fetch
@@ -65,6 +72,8 @@ from kbroker.server.apis import offset_delete as offset_delete
 from kbroker.server.apis import offset_fetch as offset_fetch
 from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epoch
 from kbroker.server.apis import produce as produce
+from kbroker.server.apis import sasl_authenticate as sasl_authenticate
+from kbroker.server.apis import sasl_handshake as sasl_handshake
 from kbroker.server.apis import stop_replica as stop_replica
 from kbroker.server.apis import sync_group as sync_group
 from kbroker.server.apis import txn_offset_commit as txn_offset_commit
@@ -132,6 +141,15 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.ELECT_LEADERS, 0, 2, elect_leaders),
         _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments),
         _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments),
+        _spec(ApiKey.SASL_HANDSHAKE, 0, 1, sasl_handshake),
+        _spec(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl_authenticate),
+        _spec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe_user_scram_credentials),
+        _spec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter_user_scram_credentials),
+        _spec(ApiKey.DESCRIBE_ACLS, 0, 3, describe_acls),
+        _spec(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe_client_quotas),
+        _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas),
+        _spec(ApiKey.CREATE_ACLS, 0, 3, create_acls),
+        _spec(ApiKey.DELETE_ACLS, 0, 3, delete_acls),
     )
 }
 

@@ -28,6 +28,7 @@ from kbroker.common.config_def import ConfigDef, ConfigError
 from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.config import BrokerConfig
+from kbroker.server import authorization as authz
 from kbroker.server import broker_loggers, topic_admin
 from kbroker.server.config_describe import ResourceType
 from kbroker.server.request_context import RequestContext
@@ -67,6 +68,9 @@ async def alter_resources(
         try:
             if counts[(res.resource_type, res.resource_name)] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            refused = authz.config_refusal(ctx, res.resource_type, res.resource_name, "ALTER_CONFIGS")
+            if refused is not None:
+                raise AdminError(refused, None)
             await _alter(ctx, res, plan, validate_only, incremental)
             out.append(Outcome(res.resource_type, res.resource_name, ErrorCode.NONE, None))
         except AdminError as e:

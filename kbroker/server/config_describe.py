@@ -131,8 +131,12 @@ def describe_broker(
         value = synonyms[0].value if synonyms else _effective(broker, key.name)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         doc = key.doc if include_documentation else None
+        sensitive = key.type == Type.PASSWORD  # Kafka describes passwords as null, sensitive
+        if sensitive:
+            value = None
+            synonyms = [Synonym(s.name, None, s.source) for s in synonyms]
         out.append(ConfigDescription(key.name, value, source, tuple(synonyms), key.type,
-                                     key.name not in live_keys, doc))
+                                     key.name not in live_keys, doc, sensitive))
     return out
 
 

@@ -26,6 +26,15 @@ closes (a failed acks=0 Produce, as Kafka does, so the producer notices). A hand
 raises is logged; the client gets UNKNOWN_SERVER_ERROR where the API has
 per-item error codes, else the connection is closed. The server lives on.
 
+Security (kbroker.security): on an SSL or SASL_SSL listener the bytes go through TLS
+(kbroker.server.tls_transport: the handshake first, then plaintext frames as above;
+responses are read from files and encrypted instead of sent with sendfile); on a SASL
+listener frames pass through the SaslAuthenticator (kbroker.server.authenticator)
+until the client is authenticated: before that only ApiVersions and SASL frames are
+read, none larger than sasl.server.max.receive.size, and a connection not
+authenticated within AUTHENTICATION_TIMEOUT_S is closed. Each request's context
+carries the connection's principal (User:ANONYMOUS on PLAINTEXT).
+
 While the request log or the protocol trace is on (kbroker.server.request_logger),
 each request gets a LoggedRequest that follows it to the socket: the time its frame
 was read whole, handed to its handler, answered, dequeued and written.
@@ -37,6 +46,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -50,11 +60,18 @@ from kbroker.protocol.codec import DecodeError, Reader, Writer
 from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal, rfc2253
+from kbroker.security.quotas import FETCH as FETCH_QUOTA
+from kbroker.security.quotas import PRODUCE as PRODUCE_QUOTA
+from kbroker.security.quotas import REQUEST as REQUEST_QUOTA
 from kbroker.server.api_table import ApiSpec
 from kbroker.server.apis import api_versions
+from kbroker.server.authenticator import SaslAuthenticator, SaslState
+from kbroker.server.authorization import request_refusal
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 from kbroker.server.request_logger import LoggedRequest
 from kbroker.server.response_writer import ResponseWriter
+from kbroker.server.tls_transport import TlsChannel, TlsResponseWriter
 
 if TYPE_CHECKING:
     from kbroker.server.listener import SocketServer
@@ -67,11 +84,13 @@ MAX_PENDING_RESPONSES = 64
 MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
 RECV_CHUNK = 64 * 1024  # the server's shared receive buffer
 _BIG_FRAME = 256 * 1024  # frames at least this large are received in place
+AUTHENTICATION_TIMEOUT_S = 10.0  # TLS handshake and SASL exchange, from accept
+_SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
 class _Slot:
     __slots__ = ("api_key", "version", "correlation_id", "size", "done", "parts", "close_after",
-                 "logged")
+                 "logged", "client_id", "throttle_ms")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, size: int) -> None:
         self.api_key = api_key
@@ -82,6 +101,8 @@ class _Slot:
         self.parts: list[Any] | None = None
         self.close_after = False
         self.logged: LoggedRequest | None = None  # while the request log or trace is on
+        self.client_id = ""  # for client quotas
+        self.throttle_ms = 0  # request_percentage's throttle, found when the handler ran
 
 
 class Connection:
@@ -101,7 +122,23 @@ class Connection:
             self.peer = f"{host}:{port}"
         except OSError:
             self.peer = "?"
-        self.max_request_bytes = server.broker.config.socket_request_max_bytes
+        security = server.listener_security(listener_name)
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.sasl: SaslAuthenticator | None = None
+        self.tls: TlsChannel | None = None
+        if security.sasl:
+            self.sasl = SaslAuthenticator(security, server.broker.scram_credentials.get,
+                                          server.broker.time.monotonic_ms)
+        if security.tls:
+            self.tls = TlsChannel(server.ssl_context(listener_name))
+        self.authenticated = self.sasl is None and self.tls is None
+        self.max_request_bytes = (security.sasl_max_receive_size if self.sasl is not None
+                                  else server.broker.config.socket_request_max_bytes)
+        self._auth_timer: asyncio.TimerHandle | None = None
+        self._muted = False  # a quota's throttle: not read until _unmute
+        self._mute_timer: asyncio.TimerHandle | None = None
+        if not self.authenticated:
+            self._auth_timer = self.loop.call_later(AUTHENTICATION_TIMEOUT_S, self._auth_timeout)
         self.last_active_ms = server.broker.time.monotonic_ms()
         self._output_mark = 0  # writer.sent_bytes when the output was last seen to move
         self._output_moved_ms = self.last_active_ms
@@ -119,7 +156,14 @@ class Connection:
         self._close_after_drain = False
         self._received_ns = 0  # the last read's end while the request log is on, else 0
         self._unsent: deque[LoggedRequest] | None = None  # logged responses being written
-        self.writer = ResponseWriter(self.loop, sock, self._on_write_error, self._on_drained)
+        self.writer: ResponseWriter | TlsResponseWriter
+        if self.tls is None:
+            self.writer = ResponseWriter(self.loop, sock, self._on_write_error, self._on_drained)
+            self._reader = self._on_readable
+        else:
+            self.writer = TlsResponseWriter(self.loop, sock, self.tls, self._on_write_error,
+                                            self._on_drained)
+            self._reader = self._on_readable_tls
         self._resume_reading()
 
     # -- state
@@ -168,6 +212,12 @@ class Connection:
             return
         self.closed = True
         self._pause_reading()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
         self.writer.close()
         for task in list(self._tasks):
             task.cancel()
@@ -186,8 +236,8 @@ class Connection:
             self._reading = False
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed and not self._draining:
-            self.loop.add_reader(self.fd, self._on_readable)
+        if not self._reading and not self.closed and not self._draining and not self._muted:
+            self.loop.add_reader(self.fd, self._reader)
             self._reading = True
 
     def _overloaded(self) -> bool:
@@ -241,6 +291,86 @@ class Connection:
             self._handle_big_frame(big)
         self._guarded_process_input()
 
+    def _on_readable_tls(self) -> None:
+        """TLS: ciphertext into the channel, the handshake advanced, plaintext into _inbuf."""
+        tls, view = self.tls, self.server.recv_view
+        assert tls is not None
+        try:
+            n = self.sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            log.debug("connection %s: recv failed: %s", self.peer, e)
+            self.close()
+            return
+        if not n:
+            self.close()
+            return
+        self.last_active_ms = self.server.broker.time.monotonic_ms()
+        self._received_ns = time.monotonic_ns() if self.request_log.active() else 0
+        tls.incoming.write(view[:n])
+        try:
+            if not tls.handshaken:
+                done = tls.handshake()
+                assert isinstance(self.writer, TlsResponseWriter)
+                self.writer.push()
+                if not done:
+                    return
+                self._tls_established()
+                if self.closed:
+                    return
+            while (got := tls.read_into(view)) > 0:
+                self._inbuf += view[:got]
+        except ssl.SSLError as e:
+            log.info("connection %s: closing, TLS failed: %s", self.peer, e.reason or e)
+            assert isinstance(self.writer, TlsResponseWriter)
+            self.writer.flush_now()  # the alert, if any
+            self.close()
+            return
+        if tls.outgoing.pending:
+            assert isinstance(self.writer, TlsResponseWriter)
+            self.writer.push()
+        if got < 0:  # close_notify
+            self.close()
+            return
+        self._guarded_process_input()
+
+    def _tls_established(self) -> None:
+        """The TLS handshake completed: on SSL listeners the client is authenticated as its
+        certificate's mapped name (or ANONYMOUS without one)."""
+        assert self.tls is not None
+        if self.sasl is not None:
+            return
+        security = self.server.listener_security(self.listener_name)
+        cert = self.tls.peer_certificate()
+        principal = ANONYMOUS
+        if cert is not None and security.ssl is not None:
+            dn = rfc2253(cert.get("subject", ()))
+            name = security.ssl.principal_rules.map(dn)
+            if name is None:
+                log.info("connection %s: closing, no ssl.principal.mapping.rules rule maps %r",
+                         self.peer, dn)
+                self.close()
+                return
+            principal = KafkaPrincipal("User", name)
+        self._authenticated(principal)
+
+    def _authenticated(self, principal: KafkaPrincipal) -> None:
+        self.principal = principal
+        if not self.authenticated:
+            self.authenticated = True
+            self.max_request_bytes = self.server.broker.config.socket_request_max_bytes
+            if self._auth_timer is not None:
+                self._auth_timer.cancel()
+                self._auth_timer = None
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if not self.authenticated and not self.closed:
+            log.info("connection %s: closing, not authenticated within %.0f s", self.peer,
+                     AUTHENTICATION_TIMEOUT_S)
+            self.close()
+
     def _handle_big_frame(self, frame: bytearray) -> None:
         try:
             self._handle_frame(frame)
@@ -259,6 +389,8 @@ class Connection:
         buf = self._inbuf
         pos = 0
         while not self.closed and not self._draining:
+            if self._muted:  # throttled by a quota: the rest waits until unmuted
+                break
             if self._overloaded():
                 self._pause_reading()
                 break
@@ -274,7 +406,7 @@ class Connection:
                 self.close()
                 return
             if avail - 4 < size:
-                if size >= _BIG_FRAME:
+                if size >= _BIG_FRAME and self.tls is None:
                     # Receive the rest straight into the frame: no copies through _inbuf.
                     self._big_frame = bytearray(size)
                     self._big_frame[: avail - 4] = buf[pos + 4 :]
@@ -291,6 +423,8 @@ class Connection:
                 del buf[:pos]
 
     def _handle_frame(self, frame: bytearray) -> None:
+        if self.sasl is not None and self._sasl_frame(frame):
+            return
         if len(frame) < _HEAD.size:
             log.info("connection %s: closing, frame of %d bytes is too short", self.peer, len(frame))
             self.close()
@@ -308,15 +442,10 @@ class Connection:
             )
             self.close()
             return
-        try:
-            reader = Reader(frame)
-            header = RequestHeader.decode(reader, request_header_version(api_key, version))
-            request = REQUESTS[api_key].decode(reader, version)
-        except (DecodeError, UnicodeDecodeError) as e:
-            log.info("connection %s: closing, cannot decode %s v%d: %s",
-                     self.peer, _name(api_key), version, e)
-            self.close()
+        decoded = self._decode(frame, api_key, version)
+        if decoded is None:
             return
+        header, request = decoded
         if api_key == ApiKey.API_VERSIONS:
             software = api_versions.client_software(request, version)
             self.client_software = software or self.client_software
@@ -328,9 +457,97 @@ class Connection:
             client_id=header.client_id,
             listener_name=self.listener_name,
             peer=self.peer,
+            principal=self.principal,
         )
         slot = self._new_slot(api_key, version, correlation_id, len(frame), header, request)
+        slot.client_id = header.client_id or ""
+        if self.server.broker.authorizer is not None:
+            refused = request_refusal(ctx, request)
+            if refused is not None:
+                self._refuse(slot, spec, request, refused)
+                return
         self._dispatch(slot, spec, ctx, request)
+
+    def _decode(self, frame: bytearray, api_key: int, version: int) -> tuple[RequestHeader, Any] | None:
+        """The header and request of a frame; None (the connection closed) when undecodable."""
+        try:
+            reader = Reader(frame)
+            header = RequestHeader.decode(reader, request_header_version(api_key, version))
+            return header, REQUESTS[api_key].decode(reader, version)
+        except (DecodeError, UnicodeDecodeError) as e:
+            log.info("connection %s: closing, cannot decode %s v%d: %s",
+                     self.peer, _name(api_key), version, e)
+            self.close()
+            return None
+
+    def _sasl_frame(self, frame: bytearray) -> bool:
+        """SASL's part of a frame's handling on a SASL listener: True when it was handled
+        here (a SASL request or raw token, or a request refused before authentication)."""
+        sasl = self.sasl
+        assert sasl is not None
+        if sasl.state is SaslState.RAW:
+            self._raw_token(frame)
+            return True
+        if len(frame) < _HEAD.size:
+            return False
+        api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+        if api_key in _SASL_KEYS:
+            self._sasl_request(frame, api_key, version, correlation_id)
+            return True
+        if not sasl.authenticated:
+            if api_key == ApiKey.API_VERSIONS and sasl.state is SaslState.HANDSHAKE:
+                return False
+            log.info("connection %s: closing, unexpected %s request during SASL authentication",
+                     self.peer, _name(api_key))
+            self.close()
+            return True
+        if sasl.expired() and not sasl.reauthenticating:
+            log.info("connection %s: closing, its SASL session expired "
+                     "(connections.max.reauth.ms)", self.peer)
+            self.close()
+            return True
+        return False
+
+    def _sasl_request(self, frame: bytearray, api_key: int, version: int,
+                      correlation_id: int) -> None:
+        sasl = self.sasl
+        assert sasl is not None
+        spec = self.server.api_table.get(api_key)
+        if spec is None or not spec.min_version <= version <= spec.max_version:
+            log.info("connection %s: closing, unsupported %s version %d", self.peer,
+                     _name(api_key), version)
+            self.close()
+            return
+        decoded = self._decode(frame, api_key, version)
+        if decoded is None:
+            return
+        header, request = decoded
+        slot = self._new_slot(api_key, version, correlation_id, len(frame), header, request)
+        response: Any
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            response, close = sasl.handshake(request.mechanism, version)
+        else:
+            response, close = sasl.authenticate(request.auth_bytes, version)
+        if sasl.principal is not None and not close:
+            self._authenticated(sasl.principal)
+        self._complete(slot, response, close_after=close)
+
+    def _raw_token(self, frame: bytearray) -> None:
+        """A bare SASL token after SaslHandshake v0: answered with a bare token."""
+        sasl = self.sasl
+        assert sasl is not None
+        response, close = sasl.authenticate(bytes(frame), None)
+        if close:
+            self.close()  # Kafka closes without an answer to a failed v0 exchange
+            return
+        slot = _Slot(-1, 0, 0, len(frame))
+        self._pending.append(slot)
+        self.server.request_queue.add(len(frame))
+        slot.parts = [_PREFIX.pack(len(response.auth_bytes)) + response.auth_bytes]
+        slot.done = True
+        if sasl.principal is not None:
+            self._authenticated(sasl.principal)
+        self._send_ready()
 
     def _new_slot(self, api_key: int, version: int, correlation_id: int, size: int,
                   header: RequestHeader | None = None, request: Any = None) -> _Slot:
@@ -345,6 +562,8 @@ class Connection:
     # -- dispatch
 
     def _dispatch(self, slot: _Slot, spec: ApiSpec, ctx: RequestContext, request: Any) -> None:
+        quotas = self.server.broker.client_quotas
+        started = time.perf_counter_ns() if quotas.active else 0
         try:
             result = spec.handler(ctx, request)
         except Exception:
@@ -354,6 +573,10 @@ class Connection:
         finally:
             if slot.logged is not None:
                 slot.logged.handler_returned()
+            if started:
+                slot.throttle_ms = quotas.record(
+                    self.principal.name, slot.client_id, REQUEST_QUOTA,
+                    (time.perf_counter_ns() - started) / 1e6, self.server.broker.time.milliseconds())
         if inspect.isawaitable(result):
             task = self.loop.create_task(self._await(slot, spec, request, result))
             self._tasks.add(task)
@@ -372,6 +595,15 @@ class Connection:
             return
         self._complete(slot, response)
 
+    def _refuse(self, slot: _Slot, spec: ApiSpec, request: Any, code: int) -> None:
+        """Not authorized as a whole: the API's error answer with `code`."""
+        log.info("%s v%d from %s (%s) refused: %s", _name(slot.api_key), slot.version,
+                 self.peer, self.principal, ErrorCode(code).name)
+        if spec.error_response is None:
+            self.close()
+            return
+        self._complete(slot, spec.error_response(request, slot.version, code))
+
     def _fail(self, slot: _Slot, spec: ApiSpec, request: Any) -> None:
         if spec.error_response is None:
             self.close()
@@ -384,22 +616,57 @@ class Connection:
             return
         self._complete(slot, response)
 
-    def _complete(self, slot: _Slot, response: Any) -> None:
+    def _complete(self, slot: _Slot, response: Any, close_after: bool = False) -> None:
         if self.closed:
             return
+        slot.close_after = close_after
         if slot.logged is not None:
             slot.logged.response_ready(response)
+        quotas = self.server.broker.client_quotas
+        throttle = slot.throttle_ms
+        if quotas.active and slot.api_key == ApiKey.PRODUCE:
+            throttle = max(throttle, quotas.record(self.principal.name, slot.client_id,
+                                                   PRODUCE_QUOTA, slot.size,
+                                                   self.server.broker.time.milliseconds()))
         if response is CLOSE_CONNECTION:
             slot.close_after = True
         elif response is not None:
             try:
+                if throttle and hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = throttle
                 slot.parts = self._encode(slot, response)
+                if quotas.active and slot.api_key == ApiKey.FETCH:
+                    fetched = quotas.record(self.principal.name, slot.client_id, FETCH_QUOTA,
+                                            sum(len(p) for p in slot.parts),
+                                            self.server.broker.time.milliseconds())
+                    if fetched > throttle:  # the answer says how long, so encode it again
+                        throttle = response.throttle_time_ms = fetched
+                        slot.parts = self._encode(slot, response)
             except Exception:
                 log.exception("encoding %s v%d failed", _name(slot.api_key), slot.version)
                 self.close()
                 return
+        if throttle:
+            self._mute(throttle)
         slot.done = True
         self._send_ready()
+
+    def _mute(self, throttle_ms: int) -> None:
+        """A quota was exceeded: read nothing more from this client for throttle_ms (Kafka's
+        channel muting); responses already queued still go out."""
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._muted = True
+        self._pause_reading()
+        self._mute_timer = self.loop.call_later(throttle_ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        self._mute_timer = None
+        self._muted = False
+        if not self.closed and not self._overloaded():
+            self._resume_reading()
+            if self._inbuf and self._reading:
+                self._guarded_process_input()
 
     def _encode(self, slot: _Slot, response: Any) -> list[Any]:
         w = Writer()

@@ -28,9 +28,12 @@ import errno
 import itertools
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING
 
 from kbroker.config import Listener
+from kbroker.security.settings import ListenerSecurity
+from kbroker.security.tls import server_context
 from kbroker.server.api_table import api_table
 from kbroker.server.connection import RECV_CHUNK, Connection
 from kbroker.server.request_logger import RequestLog
@@ -168,8 +171,20 @@ class SocketServer:
         # Kafka's socket-server-metrics per listener: connection-creation/close-total
         self.connections_created: dict[str, int] = {}
         self.connections_closed: dict[str, int] = {}
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+
+    def listener_security(self, name: str) -> ListenerSecurity:
+        return self.broker.config.listener_security[name]
+
+    def ssl_context(self, name: str) -> ssl.SSLContext:
+        return self._ssl_contexts[name]
 
     def start(self, accepting: bool = True) -> None:
+        """Load every TLS listener's key and trust stores (ConfigError naming the key
+        when one cannot be used), then bind."""
+        for name, security in self.broker.config.listener_security.items():
+            if security.ssl is not None:
+                self._ssl_contexts[name] = server_context(security.ssl)
         try:
             for lst in self.broker.config.listeners:
                 self.listeners.append(BoundListener(self, lst))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
+
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState
 
@@ -28,3 +30,9 @@ class RequestContext:
     client_id: str | None
     listener_name: str
     peer: str
+    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACLs name hosts."""
+        return self.peer.rsplit(":", 1)[0]

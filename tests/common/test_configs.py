@@ -51,7 +51,7 @@ def test_keys_accepted_without_effect_are_few_documented_and_not_in_the_table() 
     assert len(ACCEPTED_WITHOUT_EFFECT) <= 20
     for name, reason in ACCEPTED_WITHOUT_EFFECT.items():
         assert name not in BROKER_CONFIGS and reason
-    assert accepted_without_effect("ssl.keystore.location")
+    assert not accepted_without_effect("ssl.keystore.location")  # a key of the table now
     assert not accepted_without_effect("transaction.max.timeout.ms")
 
 

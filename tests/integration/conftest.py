@@ -25,6 +25,7 @@ import pytest
 
 from kbroker.testing.pytest_plugin import kbroker_broker, kbroker_config  # noqa: F401
 
+from .security_support import pki, secure_broker  # noqa: F401
 from .wire import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]

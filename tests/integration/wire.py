@@ -34,8 +34,10 @@ def encode_request(request: Any, version: int, correlation_id: int, client_id: s
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0, rcvbuf: int | None = None) -> None:
-        """`rcvbuf` sets SO_RCVBUF before the handshake (a small window: a slow reader)."""
+    def __init__(self, bootstrap: str, timeout: float = 10.0, rcvbuf: int | None = None,
+                 ssl_context: Any = None) -> None:
+        """`rcvbuf` sets SO_RCVBUF before the handshake (a small window: a slow reader);
+        `ssl_context` (an ssl.SSLContext) speaks TLS."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:
@@ -43,6 +45,8 @@ class WireClient:
         self.sock.settimeout(timeout)
         self.sock.connect((host, int(port)))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self._next_id = 1
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kbroker.protocol.messages.stop_replica import StopReplicaRequest
 from kbroker.protocol.messages.update_metadata import UpdateMetadataRequest
+from kbroker.security.settings import PROTOCOL_IDS
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,8 @@ class RequestBatch:
             live_brokers=[UpdateMetadataRequest.UpdateMetadataBroker(
                 id=reg.broker_id, rack=reg.rack, endpoints=[
                     UpdateMetadataRequest.UpdateMetadataEndpoint(
-                        port=port, host=host, listener=name, security_protocol=0)
+                        port=port, host=host, listener=name,
+                        security_protocol=PROTOCOL_IDS.get(reg.protocol(name), 0))
                     for name, host, port in reg.endpoints])
                 for _b, reg in sorted(ctx.brokers.items())])
 

@@ -21,6 +21,7 @@ from kbroker.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server.apis.txn_support import for_version, txn_coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -50,6 +51,10 @@ async def _add(ctx: RequestContext, transactional_id: str, producer_id: int, pro
     if verify_only:
         verified = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
         return {tp: _final(code, version) for tp, code in verified.items()}
+    writable = authz.authorized_topics(ctx, "WRITE", (tp.topic for tp in partitions))
+    if len(writable) < len({tp.topic for tp in partitions}):  # Kafka's: nothing is added
+        return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic not in writable
+                else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
     unknown = {tp for tp in partitions if not _exists(ctx, tp)}
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED

@@ -20,6 +20,7 @@ from kbroker.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
@@ -36,6 +37,8 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         try:
             if counts[topic.name] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if not authz.authorize_topic(ctx, "ALTER", topic.name):
+                raise AdminError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if ctx.broker.clustered:
                 await _grow_in_cluster(ctx, topic, request.validate_only, request.timeout_ms)
             else:

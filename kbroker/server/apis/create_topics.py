@@ -28,6 +28,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from kbroker.server import authorization as authz
 from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.config_describe import describe_topic
 from kbroker.server.request_context import RequestContext
@@ -47,6 +48,11 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         if counts[topic.name] > 1:
             results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
                                   "Create topics request contains multiple entries for the topic."))
+            continue
+        if not (authz.authorize_cluster(ctx, "CREATE")
+                or authz.authorize_topic(ctx, "CREATE", topic.name)):
+            results.append(_error(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  "Authorization failed."))
             continue
         try:
             results.append(await _create(ctx, topic, validate_only, request.timeout_ms))

@@ -17,6 +17,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from kbroker.server import authorization as authz
 from kbroker.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
@@ -28,9 +29,13 @@ HIGH_WATERMARK = -1
 
 
 def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    deletable = authz.authorized_topics(ctx, "DELETE", (t.name for t in request.topics))
     return DeleteRecordsResponse(
         topics=[
-            TopicResult(name=t.name, partitions=[_delete(ctx, t.name, p) for p in t.partitions])
+            TopicResult(name=t.name, partitions=[
+                _delete(ctx, t.name, p) if t.name in deletable
+                else _error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partitions])
             for t in request.topics
         ]
     )

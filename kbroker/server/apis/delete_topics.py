@@ -19,6 +19,7 @@ from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.metadata.topic_registry import TopicInfo
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from kbroker.server import authorization as authz
 from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
@@ -38,7 +39,11 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             if ctx.broker.clustered:
                 cluster_admin.check_controller(ctx.broker)
+            if name is not None and not authz.authorize_topic(ctx, "DELETE", name):
+                raise AdminError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             info = _find(ctx, name, topic_id)
+            if not authz.authorize_topic(ctx, "DELETE", info.name):
+                raise AdminError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if ctx.broker.clustered:
                 await _delete_in_cluster(ctx, info, request.timeout_ms)
             else:

@@ -13,6 +13,8 @@ from kbroker.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
+from kbroker.security.acl import CLUSTER_NAME, ResourceType
+from kbroker.server import authorization as authz
 from kbroker.server.apis.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS
 from kbroker.server.request_context import RequestContext
 
@@ -32,6 +34,8 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
             controller_id=-1,
         )
     ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else UNSET_OPERATIONS
+    if request.include_cluster_authorized_operations and authz.enabled(ctx):
+        ops = authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return DescribeClusterResponse(
         error_code=ErrorCode.NONE,
         error_message=None,

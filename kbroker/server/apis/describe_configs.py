@@ -29,6 +29,7 @@ from kbroker.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server import broker_loggers, topic_admin
 from kbroker.server.config_describe import (
     ConfigDescription,
@@ -54,6 +55,10 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConf
     docs = version >= 3 and request.include_documentation
     results = []
     for res in request.resources:
+        refused = authz.config_refusal(ctx, res.resource_type, res.resource_name, "DESCRIBE_CONFIGS")
+        if refused is not None:
+            results.append(_error(res, refused, None))
+            continue
         try:
             described = _describe(ctx, res, docs)
         except AdminError as e:

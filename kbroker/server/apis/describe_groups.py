@@ -9,6 +9,8 @@ from __future__ import annotations
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import GroupState, MemberMetadata
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kbroker.security.acl import ResourceType
+from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -24,6 +26,14 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
     coord = coordinator(ctx)
     out = []
     for group_id in request.groups:
+        if authz.enabled(ctx):
+            if want_ops:
+                ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id)
+            if not authz.authorize_group(ctx, "DESCRIBE", group_id):
+                out.append(Group(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                                 group_state="", protocol_type="", protocol_data="", members=[],
+                                 authorized_operations=ops))
+                continue
         err, group = coord.describe_group(group_id)
         if err != ErrorCode.NONE or group is None:
             out.append(Group(error_code=err, group_id=group_id, group_state=GroupState.DEAD.value,

@@ -13,6 +13,7 @@ from kbroker.protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server.request_context import RequestContext
 
 R = DescribeProducersResponse
@@ -20,9 +21,15 @@ R = DescribeProducersResponse
 
 def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     topics = []
+    readable = authz.authorized_topics(ctx, "READ", (t.name for t in request.topics))
     for t in request.topics:
         partitions = []
         for index in t.partition_indexes:
+            if t.name not in readable:
+                partitions.append(R.PartitionResponse(
+                    partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=None))
+                continue
             partitions.append(_describe(ctx, TopicPartition(t.name, index)))
         topics.append(R.TopicResponse(name=t.name, partitions=partitions))
     return R(topics=topics)

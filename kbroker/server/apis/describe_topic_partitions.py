@@ -21,6 +21,7 @@ from kbroker.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server.apis.metadata import TOPIC_OPERATIONS
 from kbroker.server.request_context import RequestContext
 
@@ -51,6 +52,10 @@ def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> Resp
             next_cursor = Response.Cursor(topic_name=name, partition_index=start)
             break
         info = broker.topics.get(name)
+        if not authz.authorize_topic(ctx, "DESCRIBE", name):
+            if requested:  # asked for by name; listing all topics leaves it out
+                topics.append(_unknown(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if info is None:
             topics.append(_unknown(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue

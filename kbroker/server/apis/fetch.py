@@ -51,6 +51,7 @@ from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.server import authorization as authz
 from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.server.request_context import RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
@@ -144,6 +145,14 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
     error = False
     tps: list[Any] = []
     topics = []
+    readable: set[str] | None = None  # None: every topic (no authorizer)
+    if authz.enabled(ctx):
+        if replica_id >= 0:
+            readable = set() if not authz.authorize_cluster(ctx, "CLUSTER_ACTION") else None
+        else:
+            readable = authz.authorized_topics(ctx, "READ", (
+                n for ft in request.topics
+                if (n := ft.topic if version < 13 else _name_of(broker, ft.topic_id))))
     for ft in request.topics:
         if version >= 13:
             info = broker.topics.get_by_id(ft.topic_id) if ft.topic_id != ZERO_UUID else None
@@ -156,6 +165,10 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
         for fp in ft.partitions:
             if name is None:
                 partitions.append(_error(fp.partition, missing))
+                error = True
+                continue
+            if readable is not None and name not in readable:
+                partitions.append(_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 error = True
                 continue
             tp = TopicPartition(name, fp.partition)
@@ -183,6 +196,11 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
         topics.append(TopicResponse(topic=name or "", topic_id=ft.topic_id, partitions=partitions))
     response = FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
     return response, total, error, tps
+
+
+def _name_of(broker: Any, topic_id: Any) -> str | None:
+    info = broker.topics.get_by_id(topic_id) if topic_id != ZERO_UUID else None
+    return info.name if info is not None else None
 
 
 def _replica_id(request: FetchRequest, version: int) -> int:

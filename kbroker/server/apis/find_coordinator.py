@@ -18,6 +18,7 @@ from kbroker.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -39,6 +40,10 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordina
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     broker = ctx.broker
+    if key_type == GROUP and not authz.authorize_group(ctx, "DESCRIBE", key):
+        return _error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == TRANSACTION and not authz.authorize_transactional_id(ctx, "DESCRIBE", key):
+        return _error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if key_type == GROUP:
         if coordinator(ctx).loading:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)

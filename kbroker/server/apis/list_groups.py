@@ -4,6 +4,7 @@ state, v5+ by type (all groups here are "classic")."""
 from __future__ import annotations
 
 from kbroker.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -14,6 +15,8 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
     states = request.states_filter if ctx.api_version >= 4 else []
     types = request.types_filter if ctx.api_version >= 5 else []
     err, groups = coordinator(ctx).list_groups(states, types)
+    if authz.enabled(ctx) and not authz.authorize_cluster(ctx, "DESCRIBE"):
+        groups = [g for g in groups if authz.authorize_group(ctx, "DESCRIBE", g[0])]
     return ListGroupsResponse(error_code=err, groups=[
         Listed(group_id=g, protocol_type=ptype, group_state=state, group_type="classic")
         for g, ptype, state in sorted(groups)])

@@ -14,6 +14,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from kbroker.server import authorization as authz
 from kbroker.server.request_context import RequestContext
 from kbroker.storage.log import Log
 
@@ -32,8 +33,13 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsRespo
     committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
     from_follower = request.replica_id >= 0 and ctx.broker.clustered
     topics = []
+    described = authz.authorized_topics(ctx, "DESCRIBE", (t.name for t in request.topics))
     for t in request.topics:
-        partitions = [_lookup(ctx, t.name, p, committed, from_follower) for p in t.partitions]
+        if t.name not in described:
+            partitions = [_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                          for p in t.partitions]
+        else:
+            partitions = [_lookup(ctx, t.name, p, committed, from_follower) for p in t.partitions]
         topics.append(TopicResponse(name=t.name, partitions=partitions))
     return ListOffsetsResponse(topics=topics)
 

@@ -9,6 +9,7 @@ from kbroker.protocol.messages.list_transactions import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server.apis.txn_support import txn_coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -21,7 +22,8 @@ def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransac
         request.state_filters, request.producer_id_filters, duration)
     return R(error_code=code, unknown_state_filters=unknown, transaction_states=[
         R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
-                           transaction_state=t.state) for t in listings])
+                           transaction_state=t.state) for t in listings
+        if authz.authorize_transactional_id(ctx, "DESCRIBE", t.transactional_id)])
 
 
 def error_response(request: ListTransactionsRequest, version: int, code: int) -> ListTransactionsResponse:

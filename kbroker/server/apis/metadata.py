@@ -34,6 +34,8 @@ from kbroker.metadata.topic_registry import (
 )
 from kbroker.protocol.codec import ZERO_UUID, Writer
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kbroker.security.acl import CLUSTER_NAME, ResourceType
+from kbroker.server import authorization as authz
 from kbroker.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
@@ -77,13 +79,19 @@ def _answer(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     ]
     want_ops = version >= 8 and request.include_topic_authorized_operations
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_describe(ctx, info, want_ops) for info in sorted(broker.topics, key=_name)]
+        every = sorted(broker.topics, key=_name)
+        if authz.enabled(ctx):  # all topics: those the principal may describe
+            visible = authz.authorized_topics(ctx, "DESCRIBE", (i.name for i in every))
+            every = [i for i in every if i.name in visible]
+        topics = [_describe(ctx, info, want_ops) for info in every]
     else:
         allow_create = request.allow_auto_topic_creation if version >= 4 else True
         topics = [_requested(ctx, t, allow_create, want_ops) for t in request.topics]
     cluster_ops = UNSET_OPERATIONS
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_ops = CLUSTER_OPERATIONS
+        if authz.enabled(ctx):
+            cluster_ops = authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
         brokers=brokers,
         cluster_id=broker.cluster_id,
@@ -103,10 +111,12 @@ def _requested(
     broker = ctx.broker
     if t.name is None:
         info = broker.topics.get_by_id(t.topic_id) if t.topic_id != ZERO_UUID else None
-        if info is None:
+        if info is None or not authz.authorize_topic(ctx, "DESCRIBE", info.name):
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
         return _describe(ctx, info, want_ops)
     info = broker.topics.get(t.name)
+    if not authz.authorize_topic(ctx, "DESCRIBE", t.name):
+        return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name)
     if info is not None:
         return _describe(ctx, info, want_ops)
     try:
@@ -115,6 +125,8 @@ def _requested(
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=t.name)
     creatable = allow_create and t.name not in INTERNAL_TOPICS  # internal topics: by their coordinator
     if creatable and broker.config.auto_create_topics_enable and not broker.shutting_down:
+        if not (authz.authorize_cluster(ctx, "CREATE") or authz.authorize_topic(ctx, "CREATE", t.name)):
+            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name)
         try:
             created = broker.auto_create_topic(t.name)
         except Exception:
@@ -130,6 +142,8 @@ def _describe(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
     """The topic's entry; encoded once per (topic state, version) and reused while all its
     partitions are online: a full Metadata of 100,000 partitions then costs one copy per
     topic instead of building and encoding 100,000 entries."""
+    if want_ops and authz.enabled(ctx):  # the operations depend on who asks: not cached
+        return _build(ctx, info, want_ops)
     state = (info.topic_id, info.partitions, bool(info.is_internal), ctx.broker.cluster.version)
     cache = ctx.broker.metadata_topic_cache
     slot = (info.name, ctx.api_version, want_ops)
@@ -176,5 +190,11 @@ def _build(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
         topic_id=info.topic_id,
         is_internal=info.is_internal,
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS if want_ops else UNSET_OPERATIONS,
+        topic_authorized_operations=_topic_operations(ctx, info.name) if want_ops else UNSET_OPERATIONS,
     )
+
+
+def _topic_operations(ctx: RequestContext, topic: str) -> int:
+    if not authz.enabled(ctx):
+        return TOPIC_OPERATIONS
+    return authz.authorized_operations(ctx, ResourceType.TOPIC, topic)

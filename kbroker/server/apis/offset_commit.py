@@ -18,6 +18,7 @@ from typing import TypeVar
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -57,11 +58,14 @@ def requested_offsets(ctx: RequestContext, topics: list[tuple[str, list[P]]],
     partitions that do not exist."""
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    readable = authz.authorized_topics(ctx, "READ", (name for name, _p in topics))
     for name, partitions in topics:
         info = ctx.broker.topics.get(name)
         for p in partitions:
             index = p.partition_index  # type: ignore[attr-defined]
-            if info is None or not 0 <= index < info.partitions:
+            if name not in readable:
+                errors[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= index < info.partitions:
                 errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 offsets[(name, index)] = offset_of(p)

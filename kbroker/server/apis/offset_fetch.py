@@ -15,6 +15,7 @@ from typing import Any
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -29,28 +30,50 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
         groups = []
         for g in request.groups:
             wanted = None if g.topics is None else _wanted((t.name, t.partition_indexes) for t in g.topics)
-            err, offsets = coord.fetch_offsets(g.group_id, wanted)
+            err, offsets, denied = _fetch(ctx, g.group_id, wanted)
             unstable = coord.unstable_offsets(g.group_id) if stable and err == ErrorCode.NONE else set()
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
-                    R.OffsetFetchResponsePartitions(partition_index=p, **_partition(name, p, om, unstable))
+                    R.OffsetFetchResponsePartitions(partition_index=p, **_partition(
+                        name, p, om, unstable, _DENIED if (name, p) in denied else ErrorCode.NONE))
                     for p, om in parts])
                     for name, parts in _by_topic(offsets)]))
         return OffsetFetchResponse(groups=groups)
     topics = request.topics
     wanted = None if topics is None else _wanted((t.name, t.partition_indexes) for t in topics)
-    err, offsets = coord.fetch_offsets(request.group_id, wanted)
+    err, offsets, denied = _fetch(ctx, request.group_id, wanted)
     if err != ErrorCode.NONE and ctx.api_version < 2:
         offsets = dict.fromkeys(wanted or (), None)
     unstable = coord.unstable_offsets(request.group_id) if stable and err == ErrorCode.NONE else set()
     return OffsetFetchResponse(error_code=err, topics=[
         R.OffsetFetchResponseTopic(name=name, partitions=[
             R.OffsetFetchResponsePartition(
-                partition_index=p, **_partition(name, p, om, unstable,
-                                                err if ctx.api_version < 2 else ErrorCode.NONE))
+                partition_index=p, **_partition(
+                    name, p, om, unstable, _DENIED if (name, p) in denied
+                    else err if ctx.api_version < 2 else ErrorCode.NONE))
             for p, om in parts])
         for name, parts in _by_topic(offsets)])
+
+
+_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _fetch(ctx: RequestContext, group_id: str, wanted: list[tuple[str, int]] | None
+           ) -> tuple[int, dict[tuple[str, int], Any], set[tuple[str, int]]]:
+    """The group's offsets as the principal may see them (Kafka's checks: DESCRIBE on the
+    group, else GROUP_AUTHORIZATION_FAILED; DESCRIBE on each topic: partitions asked for
+    get TOPIC_AUTHORIZATION_FAILED, all partitions leave them out), and the denied ones."""
+    if not authz.authorize_group(ctx, "DESCRIBE", group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, set()
+    err, offsets = coordinator(ctx).fetch_offsets(group_id, wanted)
+    if not authz.enabled(ctx):
+        return err, offsets, set()
+    visible = authz.authorized_topics(ctx, "DESCRIBE", {name for name, _p in offsets})
+    denied = {tp for tp in offsets if tp[0] not in visible}
+    if wanted is None:
+        return err, {tp: om for tp, om in offsets.items() if tp not in denied}, set()
+    return err, {tp: (None if tp in denied else om) for tp, om in offsets.items()}, denied
 
 
 def _wanted(topics: Iterable[tuple[str, list[int]]]) -> list[tuple[str, int]]:

@@ -18,6 +18,7 @@ from kbroker.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from kbroker.server import authorization as authz
 from kbroker.server.request_context import RequestContext
 
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -30,8 +31,17 @@ def handle(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     topics = []
+    if ctx.api_version >= 3 and request.replica_id >= 0:  # a follower: CLUSTER_ACTION
+        allowed = ({t.topic for t in request.topics}
+                   if authz.authorize_cluster(ctx, "CLUSTER_ACTION") else set())
+    else:
+        allowed = authz.authorized_topics(ctx, "DESCRIBE", (t.topic for t in request.topics))
     for t in request.topics:
-        partitions = [_end_offset(ctx, t.topic, p) for p in t.partitions]
+        if t.topic not in allowed:
+            partitions = [_error(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                          for p in t.partitions]
+        else:
+            partitions = [_end_offset(ctx, t.topic, p) for p in t.partitions]
         topics.append(TopicResult(topic=t.topic, partitions=partitions))
     return OffsetForLeaderEpochResponse(topics=topics)
 

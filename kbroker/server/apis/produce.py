@@ -44,6 +44,7 @@ from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.records.batch_header import ATTRIBUTES_POS, TRANSACTIONAL_BIT
+from kbroker.server import authorization as authz
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,10 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     acks = request.acks
     if request.transactional_id is None and _has_transactional_records(request):
         return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if request.transactional_id is not None and not authz.authorize_transactional_id(
+            ctx, "WRITE", request.transactional_id):
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = authz.authorized_topics(ctx, "WRITE", (t.name for t in request.topic_data))
     responses = []
     flushes: list[tuple[PartitionResponse, Future[None]]] = []
     replicated: list[tuple[PartitionResponse, asyncio.Future[int]]] = []
@@ -71,6 +76,8 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
         for pd in topic.partition_data:
             if version < MIN_IMPLEMENTED_VERSION:
                 partitions.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
+            elif topic.name not in writable:
+                partitions.append(_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             elif acks not in (0, 1, -1):
                 partitions.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:

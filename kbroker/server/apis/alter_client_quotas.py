@@ -1,0 +1,75 @@
+"""AlterClientQuotas (key 49), v0-1: set or remove quotas of user / client-id entities.
+
+Keys: producer_byte_rate, consumer_byte_rate, request_percentage (kbroker.security.
+quotas); values above 0. An entity of another type (ip: connection_creation_rate), an
+unknown key, a type named twice or a value out of range is INVALID_REQUEST for that
+entry, and nothing of it is applied. Cluster mode keeps quotas in ZooKeeper in Kafka;
+kbroker does not yet, so there every entry is INVALID_REQUEST saying so. Needs
+ALTER_CONFIGS on the cluster when ACLs are on (checked by the connection)."""
+
+from __future__ import annotations
+
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
+from kbroker.security.quotas import CLIENT_ID, DEFAULT, QUOTA_KEYS, USER, Entity
+from kbroker.server.request_context import RequestContext
+
+R = AlterClientQuotasResponse
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+    results, changes = [], []
+    for entry in request.entries:
+        try:
+            if ctx.broker.clustered:
+                raise _Invalid("client quotas are not implemented in kbroker's cluster mode yet")
+            change = (_entity(entry.entity), _ops(entry.ops))
+            changes.append(change)
+            code, message = ErrorCode.NONE, None
+        except _Invalid as e:
+            code, message = ErrorCode.INVALID_REQUEST, str(e)
+        results.append(R.EntryData(error_code=code, error_message=message, entity=[
+            R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
+    if changes and not request.validate_only:
+        ctx.broker.client_quotas.alter(changes)
+    return R(throttle_time_ms=0, entries=results)
+
+
+def _entity(parts: list[AlterClientQuotasRequest.EntityData]) -> Entity:
+    names: dict[str, str] = {}
+    for p in parts:
+        if p.entity_type not in (USER, CLIENT_ID):
+            raise _Invalid(f"Unsupported quota entity type {p.entity_type!r} (kbroker has user "
+                           "and client-id quotas)")
+        if p.entity_type in names:
+            raise _Invalid(f"Duplicate entity type {p.entity_type}")
+        names[p.entity_type] = DEFAULT if p.entity_name is None else p.entity_name
+    if not names:
+        raise _Invalid("Invalid empty client quota entity")
+    return names.get(USER), names.get(CLIENT_ID)
+
+
+def _ops(ops: list[AlterClientQuotasRequest.OpData]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for op in ops:
+        if op.key not in QUOTA_KEYS:
+            raise _Invalid(f"Invalid configuration key {op.key}")
+        if op.key in out:
+            raise _Invalid(f"Duplicate quota key {op.key}")
+        if not op.remove and not op.value > 0:
+            raise _Invalid(f"Invalid value {op.value} for {op.key}: must be above 0")
+        out[op.key] = None if op.remove else float(op.value)
+    return out
+
+
+def error_response(request: AlterClientQuotasRequest, version: int, code: int) -> AlterClientQuotasResponse:
+    return R(throttle_time_ms=0, entries=[R.EntryData(error_code=code, error_message=None, entity=[
+        R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry in request.entries])
