@@ -3,14 +3,40 @@ from fixed seeds, so two runs (and a run and the saved baseline) time the same b
 
 from __future__ import annotations
 
+import math
 import random
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kbroker.records.builder import build_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "tests" / "protocol" / "fixtures"  # request frames from real clients
 BASE_TIMESTAMP = 1_700_000_000_000
+ROUND_SECONDS = 200e-6  # each timed round calls the function for about this long
+TOTAL_SECONDS = 0.5  # rounds per benchmark: about this long in all (20 at least)
+
+
+def timed(benchmark: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """benchmark(fn, *args, **kwargs) with rounds of a fixed number of calls.
+
+    pytest-benchmark calibrates its calls per round from the first timings: on this
+    busy machine a preempted first call made it time single calls of 140 ns functions
+    in some runs and batches of 1000 in others (a 40 % difference in `min` between runs
+    of the same code). Here the calls per round come from the fastest of a few untimed
+    runs instead, so every run times rounds of about ROUND_SECONDS."""
+    fn(*args, **kwargs)  # warm: first uses (pyarrow, page faults) are slow
+    fastest = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        fn(*args, **kwargs)
+        fastest = min(fastest, time.perf_counter() - start)
+    iterations = max(1, round(ROUND_SECONDS / max(fastest, 1e-9)))
+    rounds = max(20, min(5000, round(TOTAL_SECONDS / (iterations * max(fastest, 1e-9)))))
+    benchmark.extra_info["calls_per_round"] = iterations
+    return benchmark.pedantic(fn, args=args, kwargs=kwargs, iterations=iterations, rounds=rounds)
 
 
 def value_batch(records: int, size: int, seed: int, headers: bool = False) -> bytes:

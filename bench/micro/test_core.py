@@ -9,6 +9,7 @@ from pathlib import Path
 
 import crc32c as crc32c_package
 import pytest
+from micro_inputs import timed
 
 from kbroker._core import crc32c, records
 from kbroker.storage.offset_index import OffsetIndex
@@ -32,7 +33,7 @@ def test_crc32c(benchmark, side: str, size: str) -> None:  # type: ignore[no-unt
     data = random.Random(size).randbytes(_CRC_SIZES[size])
     benchmark.group = f"crc32c {size}"
     benchmark.extra_info["bytes"] = len(data)
-    assert benchmark(_CRC_SIDES[side], data) == crc32c_package.crc32c(data)
+    assert timed(benchmark, _CRC_SIDES[side], data) == crc32c_package.crc32c(data)
 
 
 # ---- batch validation and offset assignment (Log.append's calls, in its order) ----
@@ -43,7 +44,8 @@ def test_validate_batches(benchmark, produce_payload) -> None:  # type: ignore[n
     benchmark.group = "validate_batches"
     benchmark.extra_info["bytes"] = len(data)
     view = memoryview(data)
-    info = benchmark(records.validate_batches, view, 1 << 20, now_ms=0, check_timestamps=False)
+    info = timed(benchmark, records.validate_batches, view, 1 << 20, now_ms=0,
+                 check_timestamps=False)
     assert info.record_count == count
 
 
@@ -51,7 +53,7 @@ def test_assign_offsets(benchmark, produce_payload) -> None:  # type: ignore[no-
     name, data, count = produce_payload
     benchmark.group = "assign_offsets"
     buf = bytearray(data)
-    last = benchmark(records.assign_offsets, buf, 1_000_000, 7)
+    last = timed(benchmark, records.assign_offsets, buf, 1_000_000, 7)
     assert last == 1_000_000 + count - 1
     assert records.validate_batches(buf).record_count == count  # the CRC still holds
 
@@ -60,7 +62,7 @@ def test_assign_offsets_pieces(benchmark, produce_payload) -> None:  # type: ign
     # the read-only payload path: patched 16-byte heads + untouched rest for pwritev
     name, data, count = produce_payload
     benchmark.group = "assign_offsets"
-    pieces, last = benchmark(records.assign_offsets_pieces, memoryview(data), 1_000_000, 7)
+    pieces, last = timed(benchmark, records.assign_offsets_pieces, memoryview(data), 1_000_000, 7)
     assert last == 1_000_000 + count - 1
     assert b"".join(pieces)[:8] == (1_000_000).to_bytes(8, "big")
 
@@ -92,5 +94,5 @@ def test_offset_index_lookup(benchmark, offset_index) -> None:  # type: ignore[n
         return found
 
     benchmark.extra_info["lookups_per_round"] = len(targets)
-    offset, position = benchmark(lookups)
+    offset, position = timed(benchmark, lookups)
     assert offset == targets[-1] // 100 * 100 and position == targets[-1] // 100 * 8192

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from micro_inputs import CAPTURES, payload
+from micro_inputs import CAPTURES, payload, timed
 
 from kbroker.protocol.api_key import request_header_version
 from kbroker.protocol.codec import Writer
@@ -49,7 +49,7 @@ _FRAMES = sorted(p for p in CAPTURES.glob("*.bin") if "-produce-" in p.name or "
 def test_decode_captured_frame(benchmark, path: Path) -> None:  # type: ignore[no-untyped-def]
     frame = path.read_bytes()
     benchmark.group = "frame decode (captured)"
-    header, body = benchmark(decode_frame, frame)
+    header, body = timed(benchmark, decode_frame, frame)
     assert header.request_api_key == _HEAD.unpack_from(frame)[0]
 
 
@@ -75,7 +75,7 @@ def test_produce_request_decode(benchmark, shape: str) -> None:  # type: ignore[
     frame = bytearray(request_frame(produce_request(*_PRODUCE_SHAPES[shape]), 0, PRODUCE_VERSION))
     benchmark.group = "produce codec"
     benchmark.extra_info["bytes"] = len(frame)
-    _, request = benchmark(decode_frame, frame)
+    _, request = timed(benchmark, decode_frame, frame)
     parts = request.topic_data[0].partition_data
     assert len(parts) == partitions and isinstance(parts[0].records, memoryview)  # never copied
 
@@ -87,7 +87,7 @@ def test_produce_response_encode(benchmark, partitions: int) -> None:  # type: i
             ProduceResponse.PartitionProduceResponse(index=i, base_offset=1_000_000 + i)
             for i in range(partitions)])])
     benchmark.group = "produce codec"
-    parts = benchmark(encode_response, response, 0, PRODUCE_VERSION, 7)
+    parts = timed(benchmark, encode_response, response, 0, PRODUCE_VERSION, 7)
     assert _PREFIX.unpack_from(parts[0])[0] == sum(len(p) for p in parts) - 4
 
 
@@ -109,7 +109,7 @@ def fetch_request(partitions: int) -> FetchRequest:
 def test_fetch_request_decode(benchmark, partitions: int) -> None:  # type: ignore[no-untyped-def]
     frame = bytearray(request_frame(fetch_request(partitions), 1, FETCH_VERSION))
     benchmark.group = "fetch codec"
-    _, request = benchmark(decode_frame, frame)
+    _, request = timed(benchmark, decode_frame, frame)
     assert len(request.topics[0].partitions) == partitions
 
 
@@ -133,5 +133,5 @@ def test_fetch_response_encode(benchmark, partitions: int, segment_file: Segment
                                         records=FileSlice(segment_file, 0, 65536))
             for i in range(partitions)])])
     benchmark.group = "fetch codec"
-    parts = benchmark(encode_response, response, 1, FETCH_VERSION, 7)
+    parts = timed(benchmark, encode_response, response, 1, FETCH_VERSION, 7)
     assert sum(isinstance(p, FileSlice) for p in parts) == partitions

@@ -4,7 +4,7 @@ Kafka schema (ColumnarRecords in C, then pyarrow wraps its buffers without copyi
 from __future__ import annotations
 
 import pytest
-from micro_inputs import payload
+from micro_inputs import payload, timed
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
@@ -24,10 +24,7 @@ def test_arrow_decode(benchmark, shape: str, headers: bool) -> None:  # type: ig
     count = batches * records
     benchmark.group = "arrow decode"
     benchmark.extra_info["bytes"] = len(data)
-    # Once untimed first: pyarrow's first use is slow, and pytest-benchmark sizes its
-    # rounds from the first call (it ran only 5 rounds of 100x100x100B without this).
-    decode_to_batch(data, 0, count, "bench", 0, schema)
-    batch = benchmark(decode_to_batch, data, 0, count, "bench", 0, schema)
+    batch = timed(benchmark, decode_to_batch, data, 0, count, "bench", 0, schema)
     assert batch.num_rows == count and batch.schema == schema
     if headers:
         assert batch.column("headers")[count - 1].as_py() == [
