@@ -29,8 +29,8 @@ uint32_t kb_crc32c(uint32_t crc, const void *data, size_t length);
 /* Portable slicing-by-8 software path; works on every CPU. */
 uint32_t kb_crc32c_sw(uint32_t crc, const void *data, size_t length);
 
-/* The best hardware path (x86-64 SSE4.2/AVX-512, or ARMv8 CRC32 + PMULL);
- * valid only if kb_crc32c_hw_available(). */
+/* The best hardware path the CPU has (x86-64 AVX-512, AVX2 or SSE4.2, or ARMv8
+ * CRC32 + PMULL), whichever path is active; valid only if kb_crc32c_hw_available(). */
 int kb_crc32c_hw_available(void);
 uint32_t kb_crc32c_hw(uint32_t crc, const void *data, size_t length);
 
