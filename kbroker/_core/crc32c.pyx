@@ -3,8 +3,9 @@
 The C in native/crc32c.c does the work; it picks its fastest path when this
 module loads. The environment variable KBROKER_CRC32C_PATH names another path
 instead (one of PATHS: tests and benchmarks; an unknown path, or one this CPU
-lacks, fails the import), and use_path() switches the active path at run time. Python callers use crc32c(); Cython modules cimport
-crc32c_update (see crc32c.pxd) and call it without the GIL.
+lacks, fails the import), and use_path() switches the active path at run time.
+Python callers use crc32c(); Cython modules cimport crc32c_update (see
+crc32c.pxd) and call it without the GIL.
 
 Every function takes the CRC of the bytes before `data` (0 to start), so
 crc32c(b, crc32c(a)) == crc32c(a + b). `data` is any C-contiguous buffer
@@ -73,7 +74,7 @@ def use_path(str name):
     ValueError for a name no path has, RuntimeError for a path this CPU lacks.
     """
     previous = active_path()
-    status = kb_crc32c_use(name.encode("ascii"))
+    status = kb_crc32c_use(name.encode("ascii", "replace"))
     if status == -1:
         raise ValueError(f"no CRC-32C path is called {name!r}; known: {', '.join(KNOWN_PATHS)}")
     if status == -2:
