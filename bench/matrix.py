@@ -4,10 +4,14 @@
     python bench/matrix.py --a tansu --b tansu --quick           # noise floor, a few cells
     python bench/matrix.py --a kbroker --b kbroker-ref:HEAD~1 --regression-threshold 0.15
 
-Cells: record size (100 B, 1 KiB) x acks (1, all) x compression (none, lz4) x
-partitions (1, 64). Each repeat runs every cell on A, then on B, each time on
-a fresh broker (new process, new temp data dir, killed by PID afterwards):
-create the topic, `perf produce`, then `perf consume` of the same records.
+Cell sets (--sets): "base", record size (100 B, 1 KiB) x acks (1, all) x
+compression (none, lz4) x partitions (1, 64); "tuned", consumer-tuned cells:
+several consumer processes configured as a user tuning librdkafka for
+throughput would (large fetch sizes, librdkafka's defaults otherwise); and
+"latency", produce-to-consume latency (`perf e2e`) at fixed rates. Each repeat
+runs every cell on A, then on B, each time on a fresh broker (new process, new
+temp data dir, killed by PID afterwards): create the topic, `perf produce`,
+then `perf consume` of the same records, or `perf e2e` alone.
 Broker CPU comes from /proc/PID/stat before and after each phase, peak RSS
 from VmHWM. Medians over repeats and the A/B ratio per cell go to stdout,
 bench/results/matrix-<timestamp>.json and a PNG + HTML report beside it.
@@ -53,6 +57,19 @@ RESULTS_DIR = BENCH_DIR / "results"
 FULL_RECORDS = {100: 3_000_000, 1024: 500_000}
 QUICK_RECORDS = {100: 1_000_000, 1024: 200_000}
 THROUGHPUT_METRICS = ("records_per_s", "mb_per_s")
+# The consumer-tuned cells' librdkafka settings: what a user tuning a consumer for
+# throughput writes (issue 17; bench_kcat_consume.py's "throughput settings"), with
+# librdkafka's defaults for the rest, where `perf consume` otherwise sets its own
+# (queued.min.messages 1M, fetch.wait.max.ms 100, 8 MiB per partition).
+TUNED_CONSUMER = {
+    "fetch.max.bytes": "67108864",
+    "max.partition.fetch.bytes": "16777216",
+    "queued.min.messages": "100000",
+    "queued.max.messages.kbytes": "65536",
+    "fetch.wait.max.ms": "500",
+}
+LATENCY_RATES = (1000, 10_000, 50_000)  # records/s of the latency cells
+SETS = ("base", "tuned", "latency")
 
 
 @dataclass(frozen=True)
@@ -61,11 +78,19 @@ class Cell:
     acks: str
     compression: str
     partitions: int
+    consumers: int = 0  # consumer processes; 0: --consumers
+    profile: str = "base"  # "base", "tuned" (TUNED_CONSUMER) or "latency" (perf e2e alone)
+    rate: int = 0  # records/s of a latency cell
 
     @property
     def key(self) -> str:
         size = "1KiB" if self.record_size == 1024 else f"{self.record_size}B"
-        return f"{size}/acks={self.acks}/{self.compression}/p{self.partitions}"
+        key = f"{size}/acks={self.acks}/{self.compression}/p{self.partitions}"
+        if self.profile == "tuned":
+            return f"{key}/tuned-c{self.consumers}"
+        if self.profile == "latency":
+            return f"{key}/e2e-{self.rate // 1000}k" if self.rate % 1000 == 0 else f"{key}/e2e-{self.rate}"
+        return key
 
 
 def full_cells() -> list[Cell]:
@@ -77,8 +102,42 @@ def full_cells() -> list[Cell]:
     ]
 
 
+def tuned_cells() -> list[Cell]:
+    """Several consumer processes with large fetch sizes, on as many partitions or more."""
+    return [
+        Cell(size, "1", "none", partitions, consumers, "tuned")
+        for size, (partitions, consumers) in itertools.product((100, 1024), ((4, 2), (8, 4)))
+    ]
+
+
+def latency_cells(rates: tuple[int, ...] = LATENCY_RATES) -> list[Cell]:
+    """Produce-to-consume latency of 1 KiB records at each rate (acks=1, one partition)."""
+    return [Cell(1024, "1", "none", 1, profile="latency", rate=rate) for rate in rates]
+
+
 def quick_cells() -> list[Cell]:
     return [Cell(1024, "1", "none", 1), Cell(100, "1", "none", 1), Cell(1024, "all", "lz4", 64)]
+
+
+def cells_for(args: argparse.Namespace) -> list[Cell]:
+    """The cells of this run: --cells picks by key from every set, else --sets (--quick:
+    the quick base cells, one tuned cell, latency at 10k/s)."""
+    everything = full_cells() + tuned_cells() + latency_cells(args.latency_rates)
+    if args.cells:
+        wanted = args.cells.split(",")
+        unknown = set(wanted) - {c.key for c in everything}
+        if unknown:
+            raise SystemExit(f"no cell is called {', '.join(sorted(unknown))}")
+        return [c for c in everything if c.key in wanted]
+    chosen: list[Cell] = []
+    if "base" in args.sets:
+        chosen += quick_cells() if args.quick else full_cells()
+    if "tuned" in args.sets:
+        chosen += tuned_cells()[:1] if args.quick else tuned_cells()
+    if "latency" in args.sets:
+        rates = (10_000,) if args.quick and args.latency_rates == LATENCY_RATES else args.latency_rates
+        chosen += latency_cells(rates)
+    return chosen
 
 
 # ---------------------------------------------------------------- one run
@@ -94,19 +153,8 @@ def run_once(
     try:
         ready_s = broker.wait_ready()
         record["broker_stats"] = {"ready_s": ready_s, "idle_rss_mb": broker.rss_kb() / 1024}
-        options = PerfOptions(
-            bootstrap_server=broker.bootstrap, topic="bench", num_records=records_for(cell, args),
-            record_size=cell.record_size, acks=cell.acks, compression=cell.compression,
-            producers=args.producers, consumers=min(args.consumers, cell.partitions),
-            partitions=cell.partitions, linger_ms=args.linger_ms, batch_size=args.batch_size,
-            report_interval_s=1e9, timeout_s=args.phase_timeout, quiet=True,
-        )
-        record["produce"] = _phase(broker, options, "produce")
-        record["consume"] = _phase(broker, options, "consume")
-        if args.e2e_records > 0 and cell == args.e2e_cell:
-            e2e = replace(options, topic="bench-e2e", num_records=args.e2e_records,
-                          throughput=args.e2e_rate, linger_ms=0.0, producers=1)
-            record["e2e"] = _phase(broker, e2e, "e2e")
+        for phase, options in phase_options(cell, args, broker.bootstrap):
+            record[phase] = _phase(broker, options, phase)
         record["broker_stats"]["peak_rss_mb"] = broker.peak_rss_kb() / 1024
     except Exception as exc:  # one failed run must not lose the others
         record["error"] = f"{type(exc).__name__}: {exc}"
@@ -114,6 +162,26 @@ def run_once(
     finally:
         broker.stop()
     return record
+
+
+def phase_options(cell: Cell, args: argparse.Namespace,
+                  bootstrap: str) -> list[tuple[str, PerfOptions]]:
+    """The perf runs of one cell, in order: (mode, options)."""
+    options = PerfOptions(
+        bootstrap_server=bootstrap, topic="bench", num_records=records_for(cell, args),
+        record_size=cell.record_size, acks=cell.acks, compression=cell.compression,
+        producers=args.producers, consumers=min(cell.consumers or args.consumers, cell.partitions),
+        partitions=cell.partitions, linger_ms=args.linger_ms, batch_size=args.batch_size,
+        report_interval_s=1e9, timeout_s=args.phase_timeout, quiet=True,
+    )
+    if cell.profile == "latency":
+        # One producer at the cell's rate, every record sent at once (linger 0).
+        return [("e2e", replace(options, throughput=float(cell.rate), linger_ms=0.0,
+                                producers=1))]
+    consume = options
+    if cell.profile == "tuned":
+        consume = replace(options, client_config=dict(TUNED_CONSUMER))
+    return [("produce", options), ("consume", consume)]
 
 
 def _phase(broker: brokers.RunningBroker, options: PerfOptions, mode: str) -> dict[str, Any]:
@@ -129,6 +197,8 @@ def _phase(broker: brokers.RunningBroker, options: PerfOptions, mode: str) -> di
 
 
 def records_for(cell: Cell, args: argparse.Namespace) -> int:
+    if cell.profile == "latency":
+        return max(1, round(cell.rate * args.latency_seconds))
     if args.records:
         return int(args.records)
     table = QUICK_RECORDS if args.quick else FULL_RECORDS
@@ -262,16 +332,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--peer-cmd", help="broker B as a shell command with {port} and {data_dir}")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quick", action="store_true",
-                   help="3 cells, fewer records (a smoke run of a few minutes)")
-    p.add_argument("--cells", help="comma-separated cell keys to run, e.g. 1KiB/acks=1/none/p1")
+                   help="3 base cells, 1 tuned, latency at 10k/s, fewer records (a few minutes)")
+    p.add_argument("--sets", default=",".join(SETS),
+                   help=f"comma-separated cell sets to run, of {', '.join(SETS)} (default: all)")
+    p.add_argument("--cells", help="comma-separated cell keys to run (any set), e.g. "
+                   "1KiB/acks=1/none/p1,100B/acks=1/none/p4/tuned-c2,1KiB/acks=1/none/p1/e2e-10k")
     p.add_argument("--records", type=int, default=0, help="records per phase (default by size)")
     p.add_argument("--producers", type=int, default=2)
     p.add_argument("--consumers", type=int, default=1)
     p.add_argument("--linger-ms", type=float, default=5.0)
     p.add_argument("--batch-size", type=int, default=1_000_000)
-    p.add_argument("--e2e-records", type=int, default=30_000,
-                   help="records of an e2e latency phase in the 1KiB/acks=1/none/p1 cell (0: off)")
-    p.add_argument("--e2e-rate", type=float, default=10_000.0)
+    p.add_argument("--latency-rates", default=",".join(map(str, LATENCY_RATES)),
+                   help="records/s of the latency cells, comma-separated")
+    p.add_argument("--latency-seconds", type=float, default=5.0,
+                   help="how long each latency cell produces (records = rate x seconds)")
     p.add_argument("--phase-timeout", type=float, default=300.0)
     p.add_argument("--regression-threshold", type=float, default=None, metavar="X",
                    help=f"exit 1 if a cell's A/B records/s ratio < 1 - X "
@@ -287,18 +361,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.b = "cmd:" + args.peer_cmd
     if args.regression_threshold is None and args.b.startswith("kbroker-ref:"):
         args.regression_threshold = DEFAULT_THRESHOLD
-    args.e2e_cell = Cell(1024, "1", "none", 1)
+    args.sets = tuple(args.sets.split(","))
+    unknown = set(args.sets) - set(SETS)
+    if unknown:
+        p.error(f"--sets: no set is called {', '.join(sorted(unknown))}; sets: {', '.join(SETS)}")
+    try:
+        args.latency_rates = tuple(int(rate) for rate in args.latency_rates.split(","))
+    except ValueError:
+        p.error(f"--latency-rates: not a list of whole numbers: {args.latency_rates}")
+    if any(rate <= 0 for rate in args.latency_rates) or args.latency_seconds <= 0:
+        p.error("--latency-rates and --latency-seconds must be positive")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cells = quick_cells() if args.quick else full_cells()
-    if args.cells:
-        wanted = set(args.cells.split(","))
-        cells = [c for c in full_cells() if c.key in wanted]
-        if not cells:
-            raise SystemExit(f"no cell matches {args.cells}")
+    cells = cells_for(args)
+    if not cells:
+        raise SystemExit("no cell to run")
     specs = {"A": brokers.resolve_spec(args.a), "B": brokers.resolve_spec(args.b)}
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     args.out.mkdir(parents=True, exist_ok=True)
@@ -334,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         "tool": "bench/matrix.py", "started": started, "elapsed_s": time.time() - started,
         "a": {"name": specs["A"].name, "command": specs["A"].command},
         "b": {"name": specs["B"].name, "command": specs["B"].command},
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "e2e_cell")},
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
         "units": {"MB": 2**20, "GB": 2**30},
         "cells": [c.key for c in cells], "runs": runs, "summary": rows, "ratio_spread": spread,
         "regression_threshold": args.regression_threshold, "noise_log_stdev": NOISE_LOG_STDEV,
@@ -369,7 +449,12 @@ def _progress(run: dict[str, Any]) -> None:
         result = run.get(phase)
         return f"{result['mb_per_s']:.1f} MB/s" if result else "-"
 
-    status = run.get("error", f"produce {rate('produce')}, consume {rate('consume')}")
+    if "e2e" in run:
+        p99 = metric(run, "e2e", "p99")
+        status = f"e2e p99 {p99:.2f} ms" if p99 is not None else "e2e incomplete"
+    else:
+        status = f"produce {rate('produce')}, consume {rate('consume')}"
+    status = run.get("error", status)
     print(f"[{time.strftime('%H:%M:%S')}] repeat {run['repeat']} {run['cell']:24} "
           f"{run['side']}={run['broker']}: {status}", file=sys.stderr, flush=True)
 

@@ -3,7 +3,9 @@
 Input is the JSON document bench/matrix.py writes (its "summary" rows: cell,
 phase, metric, medians a/b, per-repeat values, ratio). Plots, one row each:
 produce MB/s, consume MB/s, produce latency p50/p99, broker CPU-s per GB,
-and the A/B records/s ratio per cell with the regression threshold.
+the A/B records/s ratio per cell with the regression threshold (these over the
+cells that produce and consume), and produce-to-consume latency p50/p99/p99.9
+of the latency cells (`perf e2e` at fixed rates).
 
     python bench/report.py bench/results/matrix-<timestamp>.json   # re-draw
 """
@@ -30,6 +32,12 @@ def _rows(document: dict[str, Any], phase: str, name: str) -> dict[str, dict[str
     return {r["cell"]: r for r in document["summary"] if r["phase"] == phase and r["metric"] == name}
 
 
+def _cells(document: dict[str, Any], phase: str = "produce") -> list[str]:
+    """The cells that ran `phase` (latency cells run e2e alone, the others produce and consume)."""
+    ran = {r["cell"] for r in document["summary"] if r["phase"] == phase}
+    return [c for c in document["cells"] if c in ran]
+
+
 def _dress(ax: Any, cells: list[str], title: str, ylabel: str = "", log: bool = False,
            ncol: int = 1) -> None:
     """Title, axis labels, cell names under the bars, grid and legend of one plot."""
@@ -47,7 +55,7 @@ def _dress(ax: Any, cells: list[str], title: str, ylabel: str = "", log: bool = 
 
 def _bars(ax: Any, document: dict[str, Any], phase: str, name: str, title: str,
           ylabel: str, log: bool = False) -> None:
-    cells = document["cells"]
+    cells = _cells(document, phase)
     rows = _rows(document, phase, name)
     width = 0.38
     for offset, side in ((-width / 2, "A"), (width / 2, "B")):
@@ -61,7 +69,7 @@ def _bars(ax: Any, document: dict[str, Any], phase: str, name: str, title: str,
 
 
 def _latency(ax: Any, document: dict[str, Any]) -> None:
-    cells = document["cells"]
+    cells = _cells(document)
     width = 0.38
     for offset, side in ((-width / 2, "A"), (width / 2, "B")):
         key = side.lower()
@@ -72,16 +80,25 @@ def _latency(ax: Any, document: dict[str, Any]) -> None:
                label=f"{_label(document, side)} p99")
         ax.bar(xs, p50, width, color=COLORS[side], label=f"{_label(document, side)} p50")
     title = "produce latency (send to ack, at full speed), median of repeats"
-    e2e = {r["metric"]: r for r in document["summary"] if r["phase"] == "e2e"}
-    if "p99" in e2e:
-        row = e2e["p99"]
-        title += (f";  e2e p99 at {document['settings']['e2e_rate']:g}/s in {row['cell']}: "
-                  f"A {_num(row['a'])} ms, B {_num(row['b'])} ms")
     _dress(ax, cells, title, "ms (log)", log=True, ncol=2)
 
 
+def _e2e(ax: Any, document: dict[str, Any]) -> None:
+    cells = _cells(document, "e2e")
+    width = 0.38
+    for offset, side in ((-width / 2, "A"), (width / 2, "B")):
+        key = side.lower()
+        xs = [i + offset for i in range(len(cells))]
+        for metric, alpha in (("p99_9", 0.25), ("p99", 0.5), ("p50", 1.0)):
+            values = [(_rows(document, "e2e", metric).get(c) or {}).get(key) or 0.0 for c in cells]
+            ax.bar(xs, values, width, color=COLORS[side], alpha=alpha,
+                   label=f"{_label(document, side)} {metric.replace('_', '.')}")
+    _dress(ax, cells, "produce-to-consume latency at a fixed rate (perf e2e), median of repeats",
+           "ms (log)", log=True, ncol=2)
+
+
 def _cpu(ax: Any, document: dict[str, Any]) -> None:
-    cells = document["cells"]
+    cells = _cells(document)
     width = 0.2
     bars = (("produce", "A", -1.5), ("produce", "B", -0.5), ("consume", "A", 0.5),
             ("consume", "B", 1.5))
@@ -97,7 +114,7 @@ def _cpu(ax: Any, document: dict[str, Any]) -> None:
 
 
 def _ratios(ax: Any, document: dict[str, Any]) -> None:
-    cells = document["cells"]
+    cells = _cells(document)
     width = 0.38
     for offset, phase, color in ((-width / 2, "produce", "#2ca02c"),
                                  (width / 2, "consume", "#9467bd")):
@@ -122,8 +139,9 @@ def _label(document: dict[str, Any], side: str) -> str:
 
 
 def draw_png(document: dict[str, Any], path: Path) -> Path:
-    cells = len(document["cells"])
-    fig, axes = plt.subplots(5, 1, figsize=(max(10.0, 0.75 * cells + 4), 24))
+    cells = len(_cells(document))
+    plots = 6 if _cells(document, "e2e") else 5
+    fig, axes = plt.subplots(plots, 1, figsize=(max(10.0, 0.75 * cells + 4), 4.8 * plots))
     _bars(axes[0], document, "produce", "mb_per_s", "produce throughput (median, dots = repeats)",
           "MB/s")
     _bars(axes[1], document, "consume", "mb_per_s", "consume throughput (median, dots = repeats)",
@@ -131,6 +149,8 @@ def draw_png(document: dict[str, Any], path: Path) -> Path:
     _latency(axes[2], document)
     _cpu(axes[3], document)
     _ratios(axes[4], document)
+    if plots == 6:
+        _e2e(axes[5], document)
     fig.suptitle(f"{_label(document, 'A')}  vs  {_label(document, 'B')}   "
                  f"({document['settings']['repeats']} repeats, fresh broker per run)",
                  fontsize=13)

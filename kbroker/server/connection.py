@@ -471,9 +471,7 @@ class Connection:
     def _decode(self, frame: bytearray, api_key: int, version: int) -> tuple[RequestHeader, Any] | None:
         """The header and request of a frame; None (the connection closed) when undecodable."""
         try:
-            reader = Reader(frame)
-            header = RequestHeader.decode(reader, request_header_version(api_key, version))
-            return header, REQUESTS[api_key].decode(reader, version)
+            return decode_request(frame, api_key, version)
         except (DecodeError, UnicodeDecodeError) as e:
             log.info("connection %s: closing, cannot decode %s v%d: %s",
                      self.peer, _name(api_key), version, e)
@@ -669,18 +667,7 @@ class Connection:
                 self._guarded_process_input()
 
     def _encode(self, slot: _Slot, response: Any) -> list[Any]:
-        w = Writer()
-        ResponseHeader(correlation_id=slot.correlation_id).encode(
-            w, response_header_version(slot.api_key, slot.version)
-        )
-        response.encode(w, slot.version)
-        parts = w.parts()
-        prefix = _PREFIX.pack(len(w))
-        if parts and isinstance(parts[0], bytes):
-            parts[0] = prefix + parts[0]
-        else:
-            parts.insert(0, prefix)
-        return parts
+        return encode_response(response, slot.api_key, slot.version, slot.correlation_id)
 
     def _send_ready(self) -> None:
         pending = self._pending
@@ -745,6 +732,30 @@ class Connection:
             self._resume_reading()
             if self._inbuf and self._reading:
                 self.loop.call_soon(self._guarded_process_input)
+
+
+def decode_request(frame: bytes | bytearray | memoryview, api_key: int,
+                   version: int) -> tuple[RequestHeader, Any]:
+    """The header and body of a request frame (without its size prefix) of a supported
+    API key and version. DecodeError (or UnicodeDecodeError) when it does not decode."""
+    reader = Reader(frame)
+    header = RequestHeader.decode(reader, request_header_version(api_key, version))
+    return header, REQUESTS[api_key].decode(reader, version)
+
+
+def encode_response(response: Any, api_key: int, version: int, correlation_id: int) -> list[Any]:
+    """A response as the parts to send: size prefix, header and body bytes, with the
+    body's file slices (records) as parts of their own."""
+    w = Writer()
+    ResponseHeader(correlation_id=correlation_id).encode(w, response_header_version(api_key, version))
+    response.encode(w, version)
+    parts = w.parts()
+    prefix = _PREFIX.pack(len(w))
+    if parts and isinstance(parts[0], bytes):
+        parts[0] = prefix + parts[0]
+    else:
+        parts.insert(0, prefix)
+    return parts
 
 
 def _name(api_key: int) -> str:

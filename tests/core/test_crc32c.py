@@ -2,14 +2,18 @@
 
 Each test is written once and runs against every implementation the CPU has
 (the active one, software, and each hardware path), uvloop's mixin idea done
-with parametrisation.
+with parametrisation. The whole core can also run on one path:
+KBROKER_CRC32C_PATH=avx2-vpclmulqdq scripts/test-sanitize (see use_path below).
 """
 
 from __future__ import annotations
 
 import array
 import mmap
+import os
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 
@@ -23,7 +27,7 @@ from kbroker._core import crc32c as core
 Checksum = Callable[..., int]
 
 
-X86_PATHS = {"sse4.2", "avx512-vpclmulqdq"}
+X86_PATHS = {"sse4.2", "avx2-vpclmulqdq", "avx512-vpclmulqdq"}
 
 
 def _implementations() -> list[object]:
@@ -33,8 +37,9 @@ def _implementations() -> list[object]:
     ]
     hardware = [
         ("hw", core.crc32c_hw, core.HARDWARE),
-        ("sse42", core.crc32c_sse42, core.IMPLEMENTATION in X86_PATHS),
-        ("avx512", core.crc32c_avx512, core.IMPLEMENTATION == "avx512-vpclmulqdq"),
+        ("sse42", core.crc32c_sse42, "sse4.2" in core.PATHS),
+        ("avx2", core.crc32c_avx2, "avx2-vpclmulqdq" in core.PATHS),
+        ("avx512", core.crc32c_avx512, "avx512-vpclmulqdq" in core.PATHS),
     ]
     for name, fn, present in hardware:
         skip = pytest.mark.skipif(not present, reason=f"CPU lacks the {name} path")
@@ -84,9 +89,34 @@ def test_every_length_to_4096_matches_the_crc32c_package(checksum: Checksum) -> 
 
 
 @implementations
+def test_every_length_to_300_at_every_offset_to_64(checksum: Checksum) -> None:
+    buffer = memoryview(_random_bytes(5, 300 + 64))
+    for start in range(64):
+        for length in range(301):
+            chunk = buffer[start : start + length]
+            assert checksum(chunk) == reference.crc32c(chunk), (start, length)
+
+
+@implementations
+def test_random_lengths_and_offsets(checksum: Checksum) -> None:
+    # Lengths across every path's thresholds and block sizes (AVX2 hybrid
+    # iterations of 544 bytes, blocks of up to 42 of them), at random offsets.
+    rng = random.Random(6)
+    buffer = memoryview(rng.randbytes(600_000))
+    lengths = [rng.randrange(300, 600_000 - 64) for _ in range(60)]
+    lengths += [544 * k + d for k in (1, 2, 41, 42, 43, 84, 85) for d in (-33, -1, 0, 1, 31)]
+    for length in lengths:
+        start = rng.randrange(64)
+        chunk = buffer[start : start + length]
+        value = rng.randrange(2**32)
+        assert checksum(chunk, value) == reference.crc32c(chunk, value), (start, length)
+
+
+@implementations
 @pytest.mark.parametrize("start", [0, 1, 3, 7, 13, 63])
 @pytest.mark.parametrize(
-    "length", [65535, 65536, 65537, 256 * 1024 + 77, 1024 * 1024, 3 * 1024 * 1024 + 5]
+    "length",
+    [65535, 65536, 65537, 256 * 1024 + 77, 1024 * 1024, 3 * 1024 * 1024 + 5, 16 * 1024 * 1024 + 3],
 )
 def test_large_unaligned_buffers(checksum: Checksum, start: int, length: int) -> None:
     buffer = memoryview(_random_bytes(length, start + length))[start:]
@@ -166,9 +196,72 @@ def test_large_buffers_from_many_threads() -> None:
 
 def test_reports_the_active_path() -> None:
     assert isinstance(core.HARDWARE, bool)
-    assert core.IMPLEMENTATION in X86_PATHS | {"armv8-crc", "software"}
-    assert core.HARDWARE == (core.IMPLEMENTATION != "software")
+    assert set(core.KNOWN_PATHS) <= X86_PATHS | {"armv8-crc", "software"}
+    assert set(core.PATHS) <= set(core.KNOWN_PATHS)
+    assert core.PATHS[-1] == "software"
+    assert core.HARDWARE == (core.PATHS[0] != "software")
+    forced = os.environ.get(core.PATH_VARIABLE)
+    assert core.IMPLEMENTATION == (forced or core.PATHS[0])
+    assert core.active_path() == core.IMPLEMENTATION
     assert core.GIL_RELEASE_BYTES == 64 * 1024
+
+
+@pytest.fixture
+def restore_path():  # type: ignore[no-untyped-def]
+    before = core.active_path()
+    yield
+    core.use_path(before)
+
+
+@pytest.mark.parametrize("path", core.PATHS)
+def test_use_path_switches_every_module_of_the_core(path: str, restore_path: None) -> None:
+    from batches import values_batch
+
+    from kbroker._core import records
+
+    core.use_path(path)
+    assert core.active_path() == path
+    data = _random_bytes(7, 300_000)
+    assert core.crc32c(data) == reference.crc32c(data)
+    # records.pyx reaches the C through `cimport crc32c_update`: it checks
+    # batch CRCs on the chosen path too, and still catches a flipped byte.
+    batch = bytearray(values_batch(500, 100))
+    assert records.validate_batches(batch).record_count == 500
+    batch[-1] ^= 1
+    with pytest.raises(records.RecordValidationError, match="CRC"):
+        records.validate_batches(batch)
+
+
+def test_use_path_refuses_unknown_and_missing_paths(restore_path: None) -> None:
+    before = core.active_path()
+    with pytest.raises(ValueError, match="no CRC-32C path"):
+        core.use_path("avx1024")
+    missing = [name for name in core.KNOWN_PATHS if name not in core.PATHS]
+    for name in missing:
+        with pytest.raises(RuntimeError, match="lacks"):
+            core.use_path(name)
+    assert core.active_path() == before
+
+
+def _import_with_path(value: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, core.PATH_VARIABLE: value}
+    code = "from kbroker._core import crc32c; print(crc32c.IMPLEMENTATION, crc32c.crc32c(b'123456789'))"
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("path", core.PATHS)
+def test_environment_variable_forces_a_path(path: str) -> None:
+    result = _import_with_path(path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [path, str(0xE3069283)]
+
+
+def test_environment_variable_naming_no_path_fails_the_import() -> None:
+    result = _import_with_path("fastest")
+    assert result.returncode != 0
+    assert "ImportError: KBROKER_CRC32C_PATH: no CRC-32C path is called 'fastest'" in result.stderr
 
 
 @pytest.mark.skipif(core.HARDWARE, reason="this CPU has a hardware path")
@@ -181,6 +274,8 @@ def test_hardware_path_refuses_without_the_instructions() -> None:
 def test_x86_paths_refuse_elsewhere() -> None:
     with pytest.raises(RuntimeError):
         core.crc32c_sse42(b"x")
+    with pytest.raises(RuntimeError):
+        core.crc32c_avx2(b"x")
     with pytest.raises(RuntimeError):
         core.crc32c_avx512(b"x")
 

@@ -89,3 +89,58 @@ def test_cells_and_defaults() -> None:
     assert matrix.parse_args(["--peer-cmd", "x {port}"]).b == "cmd:x {port}"
     quick = matrix.parse_args(["--quick"])
     assert matrix.records_for(matrix.Cell(100, "1", "none", 1), quick) == 1_000_000
+
+
+def test_cell_sets_and_keys() -> None:
+    tuned, latency = matrix.tuned_cells(), matrix.latency_cells()
+    assert [c.key for c in tuned] == [
+        "100B/acks=1/none/p4/tuned-c2", "100B/acks=1/none/p8/tuned-c4",
+        "1KiB/acks=1/none/p4/tuned-c2", "1KiB/acks=1/none/p8/tuned-c4"]
+    assert [c.key for c in latency] == [
+        "1KiB/acks=1/none/p1/e2e-1k", "1KiB/acks=1/none/p1/e2e-10k", "1KiB/acks=1/none/p1/e2e-50k"]
+    everything = matrix.cells_for(matrix.parse_args([]))
+    assert len(everything) == 16 + 4 + 3 and len({c.key for c in everything}) == 23
+    quick = [c.key for c in matrix.cells_for(matrix.parse_args(["--quick"]))]
+    assert quick[3:] == ["100B/acks=1/none/p4/tuned-c2", "1KiB/acks=1/none/p1/e2e-10k"]
+    only = matrix.parse_args(["--sets", "latency", "--latency-rates", "2000,20000"])
+    assert [c.key for c in matrix.cells_for(only)] == [
+        "1KiB/acks=1/none/p1/e2e-2k", "1KiB/acks=1/none/p1/e2e-20k"]
+    picked = matrix.parse_args(["--cells", "1KiB/acks=1/none/p8/tuned-c4,1KiB/acks=1/none/p1"])
+    assert [c.key for c in matrix.cells_for(picked)] == [
+        "1KiB/acks=1/none/p1", "1KiB/acks=1/none/p8/tuned-c4"]
+    with pytest.raises(SystemExit):
+        matrix.cells_for(matrix.parse_args(["--cells", "1KiB/acks=1/none/p1/e2e-7k"]))
+
+
+@pytest.mark.parametrize("bad", [["--sets", "base,fast"], ["--latency-rates", "10k"],
+                                 ["--latency-rates", "0"], ["--latency-seconds", "-1"]])
+def test_bad_cell_options_are_refused(bad: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        matrix.parse_args(bad)
+
+
+def test_phase_options_per_profile() -> None:
+    args = matrix.parse_args(["--consumers", "1", "--latency-seconds", "3"])
+    base = matrix.phase_options(matrix.Cell(100, "1", "none", 64), args, "h:1")
+    assert [mode for mode, _ in base] == ["produce", "consume"]
+    assert base[1][1].consumers == 1 and base[1][1].client_config == {}
+
+    tuned = dict(matrix.phase_options(matrix.tuned_cells()[1], args, "h:1"))
+    assert (tuned["consume"].consumers, tuned["consume"].partitions) == (4, 8)
+    assert tuned["consume"].client_config == matrix.TUNED_CONSUMER
+    assert tuned["produce"].client_config == {}  # consumer properties stay off the producers
+    assert tuned["produce"].num_records == tuned["consume"].num_records == 3_000_000
+
+    [(mode, e2e)] = matrix.phase_options(matrix.latency_cells()[2], args, "h:1")
+    assert mode == "e2e" and e2e.throughput == 50_000.0 and e2e.num_records == 150_000
+    assert (e2e.producers, e2e.linger_ms, e2e.partitions, e2e.record_size) == (1, 0.0, 1, 1024)
+
+
+def test_latency_cells_stay_out_of_the_regression_check() -> None:
+    e2e = {"count": 10, "avg_ms": 2.0, "max_ms": 9.0,
+           "percentiles_ms": {"p50": 1.0, "p95": 3.0, "p99": 4.0, "p99_9": 9.0}}
+    cell = "1KiB/acks=1/none/p1/e2e-10k"
+    runs = [{"side": side, "cell": cell, "repeat": 0, "e2e": {"latency": e2e}} for side in "AB"]
+    rows = matrix.summarize(runs, [cell])
+    assert row(rows, "e2e", "p99")["ratio"] == 1.0
+    assert matrix.throughput_rows(rows) == [] and matrix.regressions(rows, 0.1) == []
