@@ -83,6 +83,7 @@ class ReplicaFetcherManager:
         self.leader_endpoint = leader_endpoint
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._owner: dict[TopicPartition, tuple[int, int]] = {}
+        self._shut_down = False
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         n = max(self.config.num_replica_fetchers, 1)
@@ -90,6 +91,10 @@ class ReplicaFetcherManager:
 
     def add_partitions(self, partitions: list[Partition]) -> None:
         self.remove_partitions([p.topic_partition for p in partitions])
+        if self._shut_down:
+            # A LeaderAndIsr handled while the broker stops (after shutdown()) starts no
+            # fetcher: one would outlive the broker and keep its process from exiting.
+            return
         for p in partitions:
             if p.leader_id < 0 or p.leader_id == self.node_id:
                 continue
@@ -116,6 +121,7 @@ class ReplicaFetcherManager:
         return tp in self._owner
 
     def shutdown(self) -> None:
+        self._shut_down = True
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()

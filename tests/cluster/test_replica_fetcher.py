@@ -102,3 +102,19 @@ def test_a_late_answer_for_an_old_epoch_does_not_drop_the_new_state(
     fetching = asyncio.run(late_fenced_answer(leader))
     assert fetching, "the answer to epoch 5 dropped the partition the controller moved to epoch 6"
     assert (TP.partition, 6) in leader.asked
+
+
+def test_no_fetcher_starts_after_shutdown() -> None:
+    """A LeaderAndIsr handled while the broker stops (seen in `kbroker cluster up`'s stop:
+    a follower's fetcher started after the fetchers were shut down kept retrying its
+    leader every second and the process never exited)."""
+    async def late_leader_and_isr() -> tuple[int, bool]:
+        manager = ReplicaFetcherManager(1, FetcherConfig(), lambda _b: None)
+        manager.add_partitions([follower(OTHER, 7)])
+        running = len(manager.fetchers)
+        manager.shutdown()
+        manager.add_partitions([follower(TP, 8)])
+        return running, bool(manager.fetchers) or manager.fetching(TP)
+
+    running, after = asyncio.run(late_leader_and_isr())
+    assert running == 1 and after is False
