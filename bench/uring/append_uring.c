@@ -24,17 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static double cpu_seconds(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
+#include "../native/cpu_clock.h"
 
 static int open_files(const char *dir, const char *mode, int n, int *fds) {
     char path[4096];
