@@ -469,7 +469,8 @@ _OPERATIONS = (
          "kbroker's own: whether the operations listener's write actions are allowed: "
          "creating and deleting topics and resetting a consumer group's offsets from the web "
          "console (POST and DELETE under /api/). They go through the Kafka APIs, as Kafka's "
-         "AdminClient sends them. false: the console is read-only and every write is a 403."),
+         "AdminClient sends them, as the console's signed-in user, so the broker's ACLs "
+         "apply to them. false: the console is read-only and every write is a 403."),
 )
 
 _TOPIC_ONLY = (

@@ -11,18 +11,26 @@ group's committed offsets, done as Kafka's AdminClient does them, over the Kafka
                                          [log start offset, high watermark], as
                                          kafka-consumer-groups.sh --to-offset does
 
-Each sends the requests AdminClient sends, from this broker to the broker that answers
-them: Metadata and FindCoordinator to this broker's own Kafka listener, CreateTopics and
-DeleteTopics to the controller (again, if it moved meanwhile), ListOffsets to each
-partition's leader, OffsetCommit with generation -1 and no member id to the group's
-coordinator (AdminClient.alterConsumerGroupOffsets). So every check and error is the
-Kafka APIs' own (delete.topic.enable, TOPIC_ALREADY_EXISTS, invalid configs, a group with
-active members refused with UNKNOWN_MEMBER_ID), in cluster mode as on a single broker,
-and the request log shows each request under client id `kbroker-console`. When
-authentication and ACLs land, these requests are where the console's user is to be
-authorized as the Kafka APIs authorize theirs.
+Each sends the requests AdminClient sends, to the broker that answers them: Metadata and
+FindCoordinator to this broker, CreateTopics and DeleteTopics to the controller (again,
+if it moved meanwhile), ListOffsets to each partition's leader, OffsetCommit with
+generation -1 and no member id to the group's coordinator
+(AdminClient.alterConsumerGroupOffsets). So every check and error is the Kafka APIs'
+own (delete.topic.enable, TOPIC_ALREADY_EXISTS, invalid configs, a group with active
+members refused with UNKNOWN_MEMBER_ID), in cluster mode as on a single broker.
 
-Refused before anything is sent: every write while operations.write.enable is false
+Who asks (kbroker.ops.console_auth): a request this broker answers is handed to its
+Kafka API in the process, as the console's user: encoded and decoded as on the wire,
+authorized by the broker's authorizer for that user and host exactly as the API
+authorizes a client (so the console needs no Kafka listener it could reach, whatever
+their security), with client id `kbroker-console`. A request another broker answers
+(cluster mode) is first authorized here for the user as that API would authorize it
+(REMOTE_CHECKS; every broker holds the same ACLs) and then sent over the inter-broker
+listener, as the brokers send each other theirs. Refused: a 403 with the API's
+*_AUTHORIZATION_FAILED code.
+
+Refused before anything is sent: a user the console does not know (401, console_auth);
+every write while operations.write.enable is false
 (403, the default); a request that says it comes from another origin (403: an Origin
 header other than this listener's, or Sec-Fetch-Site cross-site; a browser sends a JSON
 POST or a DELETE cross-origin only after a preflight, which gets no CORS answer here);
@@ -39,6 +47,7 @@ Lock: the broker's event loop (the connections live for one action).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -47,14 +56,28 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kbroker.client.async_connection import AsyncBrokerConnection
-from kbroker.client.connection import KafkaClientError
+from kbroker.client.connection import KafkaClientError, encode_request
 from kbroker.common.error_code import ErrorCode
+from kbroker.ops.console_auth import context, listener_name, principal_of
+from kbroker.protocol.api_key import ApiKey, response_header_version
+from kbroker.protocol.codec import Reader
+from kbroker.protocol.messages import RESPONSES
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
+from kbroker.protocol.messages.response_header import ResponseHeader
+from kbroker.server.api_table import api_table
+from kbroker.server.authorization import (
+    authorize_cluster,
+    authorize_group,
+    authorize_topic,
+    request_refusal,
+)
+from kbroker.server.connection import decode_request, encode_response
+from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
@@ -90,11 +113,45 @@ def _check(code: int, message: str | None = None) -> None:
         raise AdminFailed(code, message)
 
 
-class ConsoleAdmin:
-    """One write action's connections (opened as needed, closed at the end)."""
+# What the APIs the console sends to other brokers check first, as KafkaApis does:
+# the refusal's code, or None (ctx is the console's user)
+def _create_topics(ctx: RequestContext, r: Any) -> int | None:
+    for t in r.topics:
+        if not (authorize_cluster(ctx, "CREATE") or authorize_topic(ctx, "CREATE", t.name)):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
 
-    def __init__(self, broker: Broker) -> None:
+
+def _delete_topics(ctx: RequestContext, r: Any) -> int | None:
+    ok = all(authorize_topic(ctx, "DELETE", t) for t in r.topic_names)
+    return None if ok else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _list_offsets(ctx: RequestContext, r: Any) -> int | None:
+    ok = all(authorize_topic(ctx, "DESCRIBE", t.name) for t in r.topics)
+    return None if ok else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _offset_commit(ctx: RequestContext, r: Any) -> int | None:
+    if not authorize_group(ctx, "READ", r.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    ok = all(authorize_topic(ctx, "READ", t.name) for t in r.topics)
+    return None if ok else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+REMOTE_CHECKS = {
+    ApiKey.CREATE_TOPICS: _create_topics, ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.LIST_OFFSETS: _list_offsets, ApiKey.OFFSET_COMMIT: _offset_commit,
+}
+
+
+class ConsoleAdmin:
+    """One write action of one console user (`request`): its connections to other
+    brokers, opened as needed and closed at the end."""
+
+    def __init__(self, broker: Broker, request: web.Request) -> None:
         self.broker = broker
+        self.http_request = request
         self._connections: dict[tuple[str, int], AsyncBrokerConnection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
 
@@ -106,6 +163,51 @@ class ConsoleAdmin:
             conn.close()
         self._connections.clear()
 
+    def _user(self, api_key: int, version: int) -> RequestContext:
+        state = self.broker.state
+        if state is None:
+            raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not running")
+        return context(state, self.http_request, listener_name(self.broker), api_key, version,
+                       client_id=CLIENT_ID)
+
+    async def _send(self, node_id: int | None, request: Any, version: int) -> Any:
+        """`request`'s answer from broker `node_id` (None: this one)."""
+        state = self.broker.state
+        if node_id is None or state is not None and node_id == state.node_id:
+            return await self._local(request, version)
+        check = REMOTE_CHECKS.get(request.API_KEY)
+        if check is not None and state is not None and state.authorizer is not None:
+            refused = check(self._user(request.API_KEY, version), request)
+            if refused is not None:
+                raise AdminFailed(refused, f"{ApiKey(request.API_KEY).name} is not authorized "
+                                           f"for {principal_of(self.http_request)}")
+        return await self._request(self._address_of(node_id), request, version)
+
+    async def _local(self, request: Any, version: int) -> Any:
+        """This broker's Kafka API answers `request` as it answers a client: the request
+        encoded and decoded as on the wire, authorized for the console's user, and the
+        response likewise."""
+        api_key = request.API_KEY
+        ctx = self._user(api_key, version)
+        spec = api_table(ctx.broker.clustered)[api_key]
+        frame = encode_request(request, version, 0, CLIENT_ID)
+        _header, decoded = decode_request(memoryview(frame)[4:], api_key, version)
+        refused = request_refusal(ctx, decoded) if ctx.broker.authorizer is not None else None
+        if refused is not None:
+            assert spec.error_response is not None
+            response = spec.error_response(decoded, version, refused)
+        else:
+            response = spec.handler(ctx, decoded)
+            if inspect.isawaitable(response):
+                response = await response
+        if response is CLOSE_CONNECTION:
+            raise AdminFailed(ErrorCode.NETWORK_EXCEPTION, f"{ApiKey(api_key).name} closed")
+        wire = b"".join(p if isinstance(p, bytes | bytearray) else p.read_bytes()
+                        for p in encode_response(response, api_key, version, 0))
+        reader = Reader(bytearray(wire[4:]))
+        ResponseHeader.decode(reader, response_header_version(api_key, version))
+        return RESPONSES[api_key].decode(reader, version)
+
     async def _request(self, address: tuple[str, int], request: Any, version: int) -> Any:
         try:
             conn = self._connections.get(address)
@@ -116,15 +218,11 @@ class ConsoleAdmin:
         except KafkaClientError as e:
             raise AdminFailed(e.error_code or ErrorCode.NETWORK_EXCEPTION, str(e)) from None
 
-    def _own_address(self) -> tuple[str, int]:
-        host, port = self.broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
-        return host.strip("[]"), int(port)
-
     async def _metadata(self, topics: list[str]) -> Any:
         request = MetadataRequest(
             topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
             allow_auto_topic_creation=False)
-        response = await self._request(self._own_address(), request, METADATA_V)
+        response = await self._send(None, request, METADATA_V)
         self._brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         return response
 
@@ -138,8 +236,7 @@ class ConsoleAdmin:
         """The one topic result (response.<results>[0]) of a request to the controller."""
         for attempt in range(CONTROLLER_ATTEMPTS):
             metadata = await self._metadata([])
-            response = await self._request(self._address_of(metadata.controller_id), request,
-                                           version)
+            response = await self._send(metadata.controller_id, request, version)
             found = getattr(response, results)
             if len(found) != 1:
                 raise AdminFailed(ErrorCode.UNKNOWN_SERVER_ERROR,
@@ -191,7 +288,7 @@ class ConsoleAdmin:
             low = await self._list_offsets(topic, leaders, EARLIEST)
             high = await self._list_offsets(topic, leaders, LATEST)
             targets = {p: min(max(to, low[p]), high[p]) for p in leaders}
-        coordinator = await self._request(self._own_address(), FindCoordinatorRequest(
+        coordinator = await self._send(None, FindCoordinatorRequest(
             key=group, key_type=0), FIND_COORDINATOR_V)
         _check(coordinator.error_code, coordinator.error_message)
         commit = OffsetCommitRequest(
@@ -201,8 +298,8 @@ class ConsoleAdmin:
                     partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                     committed_metadata="")
                 for p, o in sorted(targets.items())])])
-        response = await self._request((coordinator.host, coordinator.port), commit,
-                                       OFFSET_COMMIT_V)
+        self._brokers.setdefault(coordinator.node_id, (coordinator.host, coordinator.port))
+        response = await self._send(coordinator.node_id, commit, OFFSET_COMMIT_V)
         for t in response.topics:
             for p in t.partitions:
                 _check(p.error_code, f"{t.name}-{p.partition_index}")
@@ -222,7 +319,7 @@ class ConsoleAdmin:
                     ListOffsetsRequest.ListOffsetsPartition(
                         partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
                     for p in partitions])])
-            response = await self._request(self._address_of(leader), request, LIST_OFFSETS_V)
+            response = await self._send(leader, request, LIST_OFFSETS_V)
             for t in response.topics:
                 for p in t.partitions:
                     _check(p.error_code, f"{topic}-{p.partition_index}")
@@ -233,6 +330,8 @@ class ConsoleAdmin:
 # -- HTTP
 
 _NOT_FOUND = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND}
+_FORBIDDEN = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
+              ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
 _CONFLICT = {ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.UNKNOWN_MEMBER_ID,
              ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS}
 _UNAVAILABLE = {ErrorCode.NETWORK_EXCEPTION, ErrorCode.BROKER_NOT_AVAILABLE,
@@ -257,7 +356,7 @@ def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]
             if refusal is not None:
                 return refusal
             try:
-                async with ConsoleAdmin(broker) as admin:
+                async with ConsoleAdmin(broker, request) as admin:
                     done = await action(admin, request)
             except BadRequest as e:
                 return web.json_response({"error": str(e)}, status=400)
@@ -266,7 +365,7 @@ def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]
                                          status=_status(e.code))
             finally:
                 written()
-            log.info("console: %s %s: %s", method, request.path, done)
+            log.info("console: %s %s by %s: %s", method, request.path, principal_of(request), done)
             return web.json_response(done)
         app.router.add_route(method, path, handler)
 
@@ -295,6 +394,8 @@ def _refusal(broker: Broker, request: web.Request) -> web.Response | None:
 def _status(code: ErrorCode) -> int:
     if code in _NOT_FOUND:
         return 404
+    if code in _FORBIDDEN:
+        return 403
     if code in _CONFLICT:
         return 409
     return 503 if code in _UNAVAILABLE else 400

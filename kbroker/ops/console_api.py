@@ -23,8 +23,19 @@ behind operations.write.enable, are kbroker.ops.console_admin's).
                                       source tree's): its JSON summary; /api/bench/image
                                       its PNG
 
-Each URL's answer is computed at most once per CACHE_S (a second) and served from
-memory meanwhile, so a page reloaded in a loop costs the broker little. A parameter that is missing, not a number or out of range is a 400, a topic or
+Who may see what (kbroker.ops.console_auth names the user): what each answer holds is
+authorized for the console's user as the Kafka API that shows the same authorizes it,
+with the broker's authorizer (none: everything). /api/topics and the overview's topic
+count hold the topics the user may DESCRIBE (as Metadata), their config overrides only
+with DESCRIBE_CONFIGS (DescribeConfigs); /api/topics/{topic} needs DESCRIBE on the
+topic and /api/messages READ (Fetch), else a 403 (TOPIC_AUTHORIZATION_FAILED, also for
+a topic that does not exist, so a 403 tells nothing of what exists); /api/groups and the
+overview's group count hold the groups the user may DESCRIBE (ListGroups,
+DescribeGroups), and of each group's offsets and lag those of topics the user may
+DESCRIBE (OffsetFetch).
+
+Each URL's answer is computed at most once per CACHE_S (a second) for each user and
+served from memory meanwhile, so a page reloaded in a loop costs the broker little. A parameter that is missing, not a number or out of range is a 400, a topic or
 partition that does not exist here a 404, and anything while the broker is not running
 (starting, loading logs, stopped) a 503; each with {"error": "..."}.
 """
@@ -44,14 +55,17 @@ from kbroker import __version__
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.ops import console_admin
+from kbroker.ops.console_auth import cache_key, context, listener_name
 from kbroker.ops.metrics import controller_figures, group_lag
 from kbroker.protocol.codec import DecodeError, Reader
 from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from kbroker.records.file_slice import FileSlice
 from kbroker.records.record_iter import iter_records
+from kbroker.server.authorization import authorize_group, authorize_topic, authorized_topics
+from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker, BrokerState
+    from kbroker.broker import Broker
 
 MAX_RECORDS = 500
 DEFAULT_RECORDS = 20
@@ -67,26 +81,27 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def add_routes(app: web.Application, broker: Broker) -> None:
     cache: dict[str, tuple[float, bytes]] = {}  # URL -> (when, body): CACHE_S per URL
 
-    def route(path: str, build: Callable[[BrokerState, web.Request], Any]) -> None:
+    def route(path: str, build: Callable[[RequestContext, web.Request], Any]) -> None:
         async def handler(request: web.Request) -> web.Response:
             state = broker.state
             if state is None or not broker.running:
                 return _error(503, f"the broker is not running ({broker.phase.name})")
             now = asyncio.get_running_loop().time()
-            key = str(request.rel_url)
+            key = cache_key(request)
             found = cache.get(key)
             if found is None or now - found[0] >= CACHE_S:
                 if len(cache) >= CACHE_ENTRIES:
                     cache.clear()
-                found = cache[key] = (now, _dumps(build(state, request)).encode())
+                user = context(state, request, listener_name(broker))
+                found = cache[key] = (now, _dumps(build(user, request)).encode())
             return web.Response(body=found[1], content_type="application/json")
         app.router.add_get(path, handler)
 
-    route("/api/overview", lambda state, _r: overview(broker, state))
-    route("/api/topics", lambda state, _r: topics(state))
-    route("/api/topics/{topic}", lambda state, r: topic(state, r.match_info["topic"]))
-    route("/api/groups", lambda state, _r: groups(state))
-    route("/api/messages", lambda state, r: messages(state, r.query))
+    route("/api/overview", lambda user, _r: overview(broker, user))
+    route("/api/topics", lambda user, _r: topics(user))
+    route("/api/topics/{topic}", lambda user, r: topic(user, r.match_info["topic"]))
+    route("/api/groups", lambda user, _r: groups(user))
+    route("/api/messages", lambda user, r: messages(user, r.query))
     console_admin.add_routes(app, broker, cache.clear)  # writes (operations.write.enable)
     app.router.add_get("/api/bench", _bench)
     app.router.add_get("/api/bench/image", _bench_image)
@@ -101,7 +116,7 @@ def _error(status: int, message: str) -> web.Response:
 
 
 _REFUSALS: dict[int, type[web.HTTPException]] = {
-    400: web.HTTPBadRequest, 404: web.HTTPNotFound}
+    400: web.HTTPBadRequest, 403: web.HTTPForbidden, 404: web.HTTPNotFound}
 
 
 def _refused(status: int, message: str) -> web.HTTPException:
@@ -109,7 +124,25 @@ def _refused(status: int, message: str) -> web.HTTPException:
     return _REFUSALS[status](text=_dumps({"error": message}), content_type="application/json")
 
 
-def overview(broker: Broker, state: BrokerState) -> dict[str, Any]:
+def _topic_refused(name: str, operation: str) -> web.HTTPException:
+    return _refused(403, f"TOPIC_AUTHORIZATION_FAILED: {operation} on topic {name!r} is not "
+                         "authorized")
+
+
+def _visible_topics(user: RequestContext) -> list[Any]:
+    """The topics `user` may DESCRIBE, as Metadata shows them."""
+    state = user.broker
+    allowed = authorized_topics(user, "DESCRIBE", (i.name for i in state.topics))
+    return [i for i in state.topics if i.name in allowed]
+
+
+def _visible_groups(user: RequestContext) -> list[Any]:
+    groups = user.broker.group_coordinator.groups.values()
+    return [g for g in groups if authorize_group(user, "DESCRIBE", g.group_id)]
+
+
+def overview(broker: Broker, user: RequestContext) -> dict[str, Any]:
+    state = user.broker
     cluster = state.cluster
     controller = cluster.controller_id
     brokers = []
@@ -118,7 +151,7 @@ def overview(broker: Broker, state: BrokerState) -> dict[str, Any]:
         brokers.append({"id": node.broker_id, "host": host, "port": port, "rack": node.rack,
                         "controller": node.broker_id == controller,
                         "this": node.broker_id == state.node_id})
-    infos = list(state.topics)
+    infos = _visible_topics(user)
     server = broker.server
     _active, offline, _topics, _partitions = controller_figures(state)
     under = sum(1 for p in state.replica_manager.partitions.values()
@@ -130,16 +163,26 @@ def overview(broker: Broker, state: BrokerState) -> dict[str, Any]:
         "brokers": brokers, "topics": len(infos),
         "partitions": sum(i.partitions for i in infos),
         "replicas_here": len(state.log_manager.all_logs()),
-        "groups": len(state.group_coordinator.groups),
+        "groups": len(_visible_groups(user)),
         "connections": len(server.connections) if server is not None else 0,
         "under_replicated_partitions": under, "offline_partitions": offline,
         "writes_enabled": broker.config.operations_write_enable,
+        "principal": str(user.principal),
+        "authorizer": state.authorizer is not None,
     }
 
 
-def topics(state: BrokerState) -> list[dict[str, Any]]:
+def _configs(user: RequestContext, info: Any) -> dict[str, str] | None:
+    """A topic's config overrides, None when `user` may not DESCRIBE_CONFIGS it."""
+    if not authorize_topic(user, "DESCRIBE_CONFIGS", info.name):
+        return None
+    return dict(sorted(info.configs.items()))
+
+
+def topics(user: RequestContext) -> list[dict[str, Any]]:
+    state = user.broker
     out = []
-    for info in sorted(state.topics, key=lambda i: i.name):
+    for info in sorted(_visible_topics(user), key=lambda i: i.name):
         parts = state.cluster.partitions(info)
         size = records = 0
         for p in range(info.partitions):
@@ -153,12 +196,15 @@ def topics(state: BrokerState) -> list[dict[str, Any]]:
             "internal": info.is_internal, "size_bytes": size, "records": records,
             "under_replicated": sum(1 for pm in parts if len(pm.isr) < len(pm.replicas)),
             "offline": sum(1 for pm in parts if pm.leader < 0),
-            "configs": dict(sorted(info.configs.items())),
+            "configs": _configs(user, info),
         })
     return out
 
 
-def topic(state: BrokerState, name: str) -> dict[str, Any]:
+def topic(user: RequestContext, name: str) -> dict[str, Any]:
+    state = user.broker
+    if not authorize_topic(user, "DESCRIBE", name):
+        raise _topic_refused(name, "DESCRIBE")
     info = state.topics.get(name)
     if info is None:
         raise _refused(404, f"no topic {name!r}")
@@ -175,24 +221,27 @@ def topic(state: BrokerState, name: str) -> dict[str, Any]:
                          segments=len(lg.segments))
         partitions.append(entry)
     return {"name": name, "topic_id": str(info.topic_id), "internal": info.is_internal,
-            "configs": dict(sorted(info.configs.items())), "partitions": partitions}
+            "configs": _configs(user, info), "partitions": partitions}
 
 
-def groups(state: BrokerState) -> list[dict[str, Any]]:
+def groups(user: RequestContext) -> list[dict[str, Any]]:
+    state = user.broker
     out = []
-    for group in sorted(state.group_coordinator.groups.values(), key=lambda g: g.group_id):
+    for group in sorted(_visible_groups(user), key=lambda g: g.group_id):
         members = [{
             "member_id": m.member_id, "group_instance_id": m.group_instance_id,
             "client_id": m.client_id, "client_host": m.client_host,
             "assignment": _assignment(m.assignment)} for m in group.members.values()]
+        lags = [(t, p, o, lag) for t, p, o, lag in group_lag(state, group)
+                if authorize_topic(user, "DESCRIBE", t)]
         offsets = [{"topic": t, "partition": p, "committed_offset": o, "lag": lag}
-                   for t, p, o, lag in group_lag(state, group)]
+                   for t, p, o, lag in lags]
         out.append({
             "group_id": group.group_id, "state": group.state.value,
             "protocol_type": group.protocol_type, "protocol": group.protocol_name,
             "generation_id": group.generation_id, "leader_id": group.leader_id,
             "members": members, "offsets": offsets,
-            "lag": sum(lag or 0 for _t, _p, _o, lag in group_lag(state, group))})
+            "lag": sum(lag or 0 for _t, _p, _o, lag in lags)})
     return out
 
 
@@ -225,10 +274,13 @@ def _int(query: Any, name: str, default: int | None, low: int, high: int) -> int
     return value
 
 
-def messages(state: BrokerState, query: Any) -> dict[str, Any]:
+def messages(user: RequestContext, query: Any) -> dict[str, Any]:
+    state = user.broker
     name = query.get("topic")
     if not name:
         raise _refused(400, "topic is required")
+    if not authorize_topic(user, "READ", name):
+        raise _topic_refused(name, "READ")
     partition = _int(query, "partition", 0, 0, 2**31 - 1)
     limit = _int(query, "limit", DEFAULT_RECORDS, 1, MAX_RECORDS)
     if state.topics.get(name) is None:

@@ -13,6 +13,8 @@ It runs on the broker's own event loop, beside the Kafka listeners, from before 
 load (so /healthz and /readyz answer during recovery) until after they are closed.
 The console is read-only unless operations.write.enable is set (then it creates and
 deletes topics and resets a group's offsets through the Kafka APIs: kbroker.ops.console_admin).
+Its user signs in as to the Kafka listeners, and sees and does what the broker's
+authorizer lets that user see and do (kbroker.ops.console_auth).
 A method a path does not take gets 405, an unknown path 404, a malformed request or parameter 400, a request for what does not
 exist 404, and the console's data while the broker is not running 503.
 
@@ -45,6 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from kbroker.ops import console_api, metrics
+from kbroker.ops.console_auth import ConsoleAuth
 from kbroker.ops.health import health, readiness
 from kbroker.ops.live import LiveFigures
 
@@ -81,6 +84,7 @@ class OperationsListener:
         self.host = host
         self.port = port  # the bound port once started
         self.live = LiveFigures(broker)
+        self.auth = ConsoleAuth(broker)
         self._process = metrics.process_registry()
         self._runner: web.AppRunner | None = None
         self._scrape: asyncio.Future[bytes] | None = None  # the latest /metrics body
@@ -93,11 +97,12 @@ class OperationsListener:
         return f"http://{host}:{self.port}"
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024)
+        app = web.Application(client_max_size=64 * 1024, middlewares=[self.auth.middleware])
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/", self._index)
+        app.router.add_get("/login", self._index)  # console_auth's middleware answers it
         app.router.add_get("/api/live", self.live.stream)
         console_api.add_routes(app, self.broker)
         app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)

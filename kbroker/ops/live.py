@@ -11,7 +11,8 @@
 
 Rates are over the interval since the previous sample; request latency percentiles are
 those of TotalTimeMs over that interval (RequestMetrics' buckets, interpolated), per API
-that was answered in it. The first event of a stream has the counts and no rates.
+that was answered in it. The first event of a stream has the counts and no rates. A stream's "topics" are those its
+user may DESCRIBE (console_auth; as Metadata shows them), decided again at each event.
 The console's charts and `kbroker top` read it; sampling runs only while a stream is
 open, and a client that reads too slowly misses samples rather than holding memory.
 
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kbroker.ops.console_auth import context, listener_name
+from kbroker.server.authorization import authorized_topics
 from kbroker.server.broker_topic_stats import TopicStats
 from kbroker.server.request_json import api_name
 from kbroker.utils.histogram import Histogram
@@ -137,6 +140,7 @@ class LiveFigures:
         try:
             item: dict[str, Any] | None = self.sample(advance=False)
             while item is not None:
+                item = self._visible(request, item)
                 await response.write(f"data: {json.dumps(item)}\n\n".encode())
                 item = await queue.get()
         except ConnectionResetError:  # the client went away
@@ -144,6 +148,16 @@ class LiveFigures:
         finally:
             self._streams.discard(queue)
         return response
+
+
+    def _visible(self, request: web.Request, item: dict[str, Any]) -> dict[str, Any]:
+        """`item` with only the topics the stream's user may DESCRIBE."""
+        state, topics = self.broker.state, item.get("topics")
+        if state is None or state.authorizer is None or not topics:
+            return item
+        user = context(state, request, listener_name(self.broker))
+        allowed = authorized_topics(user, "DESCRIBE", topics)
+        return {**item, "topics": {n: v for n, v in topics.items() if n in allowed}}
 
 
 def _offer(queue: asyncio.Queue[dict[str, Any] | None], item: dict[str, Any] | None) -> None:

@@ -11,6 +11,7 @@ The browser's processes are found by their profile directory and killed by PID a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,10 +19,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 from kbroker import Broker
 from kbroker.ops import console_api
@@ -117,6 +119,27 @@ def _browser_pids(profile: Path) -> list[int]:
     return pids
 
 
+@contextlib.contextmanager
+def chromium(profile: Path, **options: Any) -> Iterator[BrowserContext]:
+    """Debian's chromium under Playwright with its own profile, every process of it
+    killed by PID at the end."""
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1280, "height": 900}, **options)
+            try:
+                yield context
+            finally:
+                context.close()
+    finally:
+        for pid in _browser_pids(profile):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def _shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"console-{name}.png"), full_page=True)
@@ -128,90 +151,77 @@ def test_console_pages_live_charts_and_message_browser(
     assert url is not None
     profile = tmp_path / "chromium-profile"
     errors: list[str] = []
-    try:
-        with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1280, "height": 900})
-            try:
-                page = context.new_page()
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(url + "/#overview")
-                page.wait_for_selector("#brokers tbody tr")
-                # live: samples arrive once a second and the charts draw them
-                page.wait_for_function("Number(document.body.dataset.samples || 0) >= 3",
-                                       timeout=30000)
-                legend = page.inner_text("#chart-messages")
-                assert "orders" in legend
-                rates = page.evaluate(
-                    "samples.map(s => (s.topics.orders || {}).messages_in_per_s || 0)")
-                assert max(rates) > 0, rates
-                assert page.locator("#chart-messages canvas").count() == 1
-                first = page.evaluate("samples.length")
-                page.wait_for_function(f"samples.length > {first}", timeout=10000)
-                _shot(page, "overview")
+    with chromium(profile) as context:
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/#overview")
+        page.wait_for_selector("#brokers tbody tr")
+        # live: samples arrive once a second and the charts draw them
+        page.wait_for_function("Number(document.body.dataset.samples || 0) >= 3",
+                               timeout=30000)
+        legend = page.inner_text("#chart-messages")
+        assert "orders" in legend
+        rates = page.evaluate(
+            "samples.map(s => (s.topics.orders || {}).messages_in_per_s || 0)")
+        assert max(rates) > 0, rates
+        assert page.locator("#chart-messages canvas").count() == 1
+        first = page.evaluate("samples.length")
+        page.wait_for_function(f"samples.length > {first}", timeout=10000)
+        _shot(page, "overview")
 
-                page.click("nav a[data-page=topics]")
-                page.click("#topics tr[data-topic=orders]")
-                page.wait_for_selector("#topic-detail table.partitions tbody tr")
-                assert page.locator("#topic-detail table.partitions tbody tr").count() == 3
-                _shot(page, "topics")
+        page.click("nav a[data-page=topics]")
+        page.click("#topics tr[data-topic=orders]")
+        page.wait_for_selector("#topic-detail table.partitions tbody tr")
+        assert page.locator("#topic-detail table.partitions tbody tr").count() == 3
+        _shot(page, "topics")
 
-                page.click("nav a[data-page=groups]")
-                page.wait_for_selector("h2.group")
-                assert "console-group" in page.inner_text("#groups")
-                assert "orders: " in page.inner_text("#groups")  # a member's assignment
-                assert page.locator("#groups table.lag tbody tr").count() >= 1
-                _shot(page, "groups")
-                # a write refused by the coordinator: the group has a member
-                page.on("dialog", lambda dialog: dialog.accept())  # the confirm() of writes
-                page.click("form.reset button")
-                page.wait_for_function(
-                    "document.querySelector('#group-info').textContent.includes('active members')")
+        page.click("nav a[data-page=groups]")
+        page.wait_for_selector("h2.group")
+        assert "console-group" in page.inner_text("#groups")
+        assert "orders: " in page.inner_text("#groups")  # a member's assignment
+        assert page.locator("#groups table.lag tbody tr").count() >= 1
+        _shot(page, "groups")
+        # a write refused by the coordinator: the group has a member
+        page.on("dialog", lambda dialog: dialog.accept())  # the confirm() of writes
+        page.click("form.reset button")
+        page.wait_for_function(
+            "document.querySelector('#group-info').textContent.includes('active members')")
 
-                # create a topic with the form, then delete it with its button
-                page.click("nav a[data-page=topics]")
-                page.wait_for_selector("#create-topic:not([hidden])")
-                page.fill("#create-name", "made-in-browser")
-                page.fill("#create-partitions", "2")
-                page.fill("#create-configs", "retention.ms=3600000")
-                page.click("#create-topic button")
-                page.wait_for_selector("#topics tr[data-topic=made-in-browser]")
-                assert "retention.ms=3600000" in page.inner_text(
-                    "#topics tr[data-topic=made-in-browser]")
-                _shot(page, "topics-write")
-                page.click("#topics tr[data-topic=made-in-browser] button.delete-topic")
-                page.wait_for_selector("#topics tr[data-topic=made-in-browser]", state="detached")
-                assert "deleted made-in-browser" in page.inner_text("#write-info")
+        # create a topic with the form, then delete it with its button
+        page.click("nav a[data-page=topics]")
+        page.wait_for_selector("#create-topic:not([hidden])")
+        page.fill("#create-name", "made-in-browser")
+        page.fill("#create-partitions", "2")
+        page.fill("#create-configs", "retention.ms=3600000")
+        page.click("#create-topic button")
+        page.wait_for_selector("#topics tr[data-topic=made-in-browser]")
+        assert "retention.ms=3600000" in page.inner_text(
+            "#topics tr[data-topic=made-in-browser]")
+        _shot(page, "topics-write")
+        page.click("#topics tr[data-topic=made-in-browser] button.delete-topic")
+        page.wait_for_selector("#topics tr[data-topic=made-in-browser]", state="detached")
+        assert "deleted made-in-browser" in page.inner_text("#write-info")
 
-                page.click("nav a[data-page=messages]")
-                page.wait_for_function(
-                    "[...document.querySelectorAll('#browse-topic option')].some(o => o.value === 'orders')")
-                page.select_option("#browse-topic", "orders")
-                page.fill("#browse-offset", "0")
-                page.fill("#browse-limit", "5")
-                page.select_option("#browse-format", "json")
-                page.click("#browse button")
-                page.wait_for_selector("#records tbody tr")
-                rows = page.locator("#records tbody tr")
-                assert rows.count() == 5
-                text = page.inner_text("#records")
-                assert '"item": "widget"' in text and "source=console-test" in text
-                _shot(page, "messages")
+        page.click("nav a[data-page=messages]")
+        page.wait_for_function(
+            "[...document.querySelectorAll('#browse-topic option')].some(o => o.value === 'orders')")
+        page.select_option("#browse-topic", "orders")
+        page.fill("#browse-offset", "0")
+        page.fill("#browse-limit", "5")
+        page.select_option("#browse-format", "json")
+        page.click("#browse button")
+        page.wait_for_selector("#records tbody tr")
+        rows = page.locator("#records tbody tr")
+        assert rows.count() == 5
+        text = page.inner_text("#records")
+        assert '"item": "widget"' in text and "source=console-test" in text
+        _shot(page, "messages")
 
-                page.click("nav a[data-page=bench]")
-                page.wait_for_selector("#bench table tbody tr")
-                assert "kbroker-ref:main" in page.inner_text("#bench")
-                _shot(page, "bench")
-            finally:
-                context.close()
-    finally:
-        for pid in _browser_pids(profile):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        page.click("nav a[data-page=bench]")
+        page.wait_for_selector("#bench table tbody tr")
+        assert "kbroker-ref:main" in page.inner_text("#bench")
+        _shot(page, "bench")
     # chromium logs the refused reset's answer (409) as a failed load: that one only
     refused = [e for e in errors if "status of 409 (Conflict)" in e]
     assert len(refused) == 1 and [e for e in errors if e not in refused] == [], errors

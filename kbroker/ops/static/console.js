@@ -84,7 +84,10 @@ async function loadOverview() {
     ["under-replicated", o.under_replicated_partitions],
     ["offline partitions", o.offline_partitions],
     ["version", o.version],
+    ["signed in as", o.principal],
   ];
+  // where ANONYMOUS is let in, /login asks for a name and password (console_auth)
+  $("#login").hidden = !(o.authorizer && o.principal === "User:ANONYMOUS");
   $("#summary").innerHTML = cards.map(([label, value]) =>
     `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join("");
   $("#brokers tbody").innerHTML = o.brokers.map((b) =>
@@ -102,7 +105,7 @@ async function loadTopics() {
     `<td class="num">${t.records}</td><td class="num">${bytes(t.size_bytes)}</td>` +
     `<td class="num ${t.under_replicated ? "bad" : ""}">${t.under_replicated}</td>` +
     `<td class="num ${t.offline ? "bad" : ""}">${t.offline}</td>` +
-    `<td><code>${esc(Object.entries(t.configs).map(([k, v]) => `${k}=${v}`).join(", ") || "–")}</code></td>` +
+    `<td><code>${esc(configText(t.configs))}</code></td>` +
     (writesEnabled ? `<td>${t.internal ? "" : `<button class="danger delete-topic" data-topic="${esc(t.name)}">Delete</button>`}</td>` : "") +
     "</tr>").join("");
   for (const row of document.querySelectorAll("#topics tr.clickable")) {
@@ -127,12 +130,18 @@ async function loadTopic(name) {
     `<td class="num">${p.log_start_offset ?? "–"}</td><td class="num">${p.high_watermark ?? "–"}</td>` +
     `<td class="num">${p.log_end_offset ?? "–"}</td><td class="num">${bytes(p.size_bytes)}</td>` +
     `<td class="num">${p.segments ?? "–"}</td></tr>`).join("");
-  const configs = Object.entries(t.configs).map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td><code>${esc(v)}</code></td></tr>`).join("");
+  const configs = Object.entries(t.configs || {}).map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td><code>${esc(v)}</code></td></tr>`).join("");
   $("#topic-detail").innerHTML = `<h2 id="topic-title">${esc(t.name)}</h2>` +
     `<table class="partitions"><thead><tr><th>partition</th><th>leader</th><th>epoch</th><th>replicas</th><th>ISR</th>` +
     `<th>offline</th><th>log start</th><th>high watermark</th><th>log end</th><th>size</th><th>segments</th></tr></thead>` +
     `<tbody>${rows}</tbody></table>` +
-    `<h3>Config overrides</h3>${configs ? `<table><tbody>${configs}</tbody></table>` : '<p class="muted">none</p>'}`;
+    `<h3>Config overrides</h3>${configs ? `<table><tbody>${configs}</tbody></table>` : `<p class="muted">${t.configs === null ? "not authorized (DESCRIBE_CONFIGS)" : "none"}</p>`}`;
+}
+
+// a topic's config overrides as one line; null: the user may not DESCRIBE_CONFIGS it
+function configText(configs) {
+  if (configs === null) return "(not authorized)";
+  return Object.entries(configs).map(([k, v]) => `${k}=${v}`).join(", ") || "–";
 }
 
 function configsOf(text) {
