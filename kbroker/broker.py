@@ -69,7 +69,7 @@ from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
-from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas
+from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_string, quota_values
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.storage.errors import KafkaStorageError
@@ -273,19 +273,46 @@ class BrokerState:
         if dynamic is not None:
             self.apply_broker_config(dynamic)
         self.zk_broker.on_broker_config = self.apply_broker_config
-        # SCRAM credentials live in /config/users, as in Kafka's ZooKeeper mode
+        # SCRAM credentials and client quotas live in /config/users and /config/clients,
+        # ACLs in /kafka-acl and /kafka-acl-extended, as in Kafka's ZooKeeper mode
         zk_broker = self.zk_broker
-        for user, user_config in (await zk_broker.load_user_configs()).items():
-            self.scram_credentials.set_user(user, user_config)
-        zk_broker.on_user_config = self.scram_credentials.set_user
+        for entity_type, name, entity_config in await zk_broker.load_entity_configs():
+            self._entity_config(entity_type, name, entity_config)
+        zk_broker.on_entity_config = self._entity_config
 
         async def persist(user: str, creds: Mapping[str, Any]) -> None:
             await zk_broker.change_user_config(user, {
                 m: (creds[m].to_string() if m in creds else None) for m in SCRAM_MECHANISMS})
 
         self.scram_credentials.persist = persist
+
+        async def persist_quotas(entity: tuple[str | None, str | None],
+                                 ops: Mapping[str, float | None]) -> Mapping[str, float]:
+            written = await zk_broker.change_quota_config(
+                *entity, {k: None if v is None else quota_string(k, v) for k, v in ops.items()})
+            return quota_values(written)
+
+        self.client_quotas.persist = persist_quotas
+        if self.authorizer is not None:
+            from kbroker.cluster.zk_acls import ZkAclStore
+
+            store = ZkAclStore(zk_broker.zk)
+            self.authorizer.load(await store.start(self.authorizer.set_pattern))
+            self.authorizer.store = store
+            zk_broker.on_stop.append(store.close)
         assert isinstance(self.producer_id_manager, ZkProducerIdManager)
         self.producer_id_manager.zk = self.zk_broker.zk
+
+    def _entity_config(self, entity_type: str, name: str, entity_config: dict[str, str]) -> None:
+        """A users or clients entity's config, from ZooKeeper: a user's SCRAM credentials,
+        an entity's client quotas."""
+        from kbroker.cluster.zk_data import desanitize, quota_entity
+
+        if entity_type == "users" and "/" not in name:
+            self.scram_credentials.set_user(desanitize(name), entity_config)
+        entity = quota_entity(entity_type, name)
+        if entity is not None:
+            self.client_quotas.set_entity(entity, quota_values(entity_config))
 
     def apply_broker_config(self, props: Mapping[str, str]) -> None:
         """Dynamic broker configs changed (cluster mode): the new effective config, applied

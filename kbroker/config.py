@@ -333,9 +333,7 @@ class BrokerConfig:
             x.name: listener_security(x.name, protocols[x.name], props, typed)
             for x in values["listeners"]}
         _check_inter_broker(props, typed, values)
-        if typed["zookeeper.connect"] is not None and typed["authorizer.class.name"]:
-            raise ConfigError("authorizer.class.name: ACLs are not implemented in cluster mode "
-                              "yet (Kafka keeps them in ZooKeeper's /kafka-acl); unset it")
+        _check_inter_broker_principal(typed)
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
             log.warning("message.max.bytes exceeds socket.request.max.bytes")
         queued_bytes = values["queued_max_request_bytes"]
@@ -496,6 +494,23 @@ def _check_inter_broker(props: Mapping[str, str], typed: Mapping[str, Any],
     if security.sasl and mech not in security.sasl_mechanisms:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mech} must be included in "
                           f"sasl.enabled.mechanisms of the inter-broker listener {name}")
+
+
+def _check_inter_broker_principal(typed: Mapping[str, Any]) -> None:
+    """Cluster mode with ACLs on: brokers reach each other on the PLAINTEXT inter-broker
+    listener, as User:ANONYMOUS, and their LeaderAndIsr, UpdateMetadata, StopReplica,
+    ControlledShutdown, AlterPartition, WriteTxnMarkers and follower Fetches need
+    CLUSTER_ACTION on the cluster (Kafka's checks). super.users holding User:ANONYMOUS
+    grants it, as does an ACL; without either (and allow.everyone.if.no.acl.found off)
+    replication stops until such an ACL exists: said at startup, as a warning."""
+    if typed["zookeeper.connect"] is None or not typed["authorizer.class.name"]:
+        return
+    supers = {s.strip() for s in (typed["super.users"] or "").split(";")}
+    if "User:ANONYMOUS" not in supers and not typed["allow.everyone.if.no.acl.found"]:
+        log.warning("authorizer.class.name is set in cluster mode and super.users does not "
+                    "name User:ANONYMOUS, the principal of brokers on the PLAINTEXT "
+                    "inter-broker listener: their requests to each other need an ACL "
+                    "allowing CLUSTER_ACTION on the cluster to User:ANONYMOUS")
 
 
 def _items(value: str | None) -> Iterable[str]:

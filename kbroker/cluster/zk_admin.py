@@ -13,16 +13,19 @@ Lock: the broker's event-loop thread (coroutines over the ZooKeeper client).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kbroker.cluster import zk_data
 from kbroker.cluster.zk_client import ZooKeeperClient
 from kbroker.cluster.zk_data import TopicAssignment
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+
+CONFIG_UPDATE_RETRIES = 10
 
 
 class AdminZkClient:
@@ -89,3 +92,29 @@ class AdminZkClient:
         await self.zk.create(f"{zk_data.CONFIG_CHANGES_PATH}/{zk_data.CONFIG_CHANGE_PREFIX}",
                              zk_data.encode_config_change(entity_type, name), sequence=True,
                              makepath=True)
+
+    async def update_config(self, entity_type: str, name: str,
+                            change: Callable[[dict[str, str]], dict[str, str]]) -> dict[str, str]:
+        """Read an entity's config, change it and write it back on the version read (a
+        concurrent writer of the same node, e.g. a SCRAM credential and a quota of one
+        user through two brokers, makes it read again and retry), then notify; the new
+        config."""
+        path = zk_data.config_path(entity_type, name)
+        for _attempt in range(CONFIG_UPDATE_RETRIES):
+            found = await self.zk.get(path)
+            current = zk_data.decode_config(found[0]) if found is not None else {}
+            new = change(dict(current))
+            try:
+                if found is None:
+                    await self.zk.create(path, zk_data.encode_config(new), makepath=True)
+                else:
+                    await self.zk.set(path, zk_data.encode_config(new), found[1].version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                await asyncio.sleep(0.05)
+                continue
+            await self.zk.create(f"{zk_data.CONFIG_CHANGES_PATH}/{zk_data.CONFIG_CHANGE_PREFIX}",
+                                 zk_data.encode_config_change(entity_type, name), sequence=True,
+                                 makepath=True)
+            return new
+        raise KafkaError(f"{path} kept changing under {CONFIG_UPDATE_RETRIES} attempts to update it",
+                         ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -123,7 +123,10 @@ class ZkBroker:
         self.dynamic = DynamicBrokerConfig(config.props, self.broker_id)
         # Called with the broker's new effective props after a dynamic config change.
         self.on_broker_config: Callable[[dict[str, str]], None] | None = None
-        self.on_user_config: Callable[[str, dict[str, str]], None] | None = None
+        # Called with (entity type, entity name as in ZooKeeper, its config) for the users
+        # and clients entities: SCRAM credentials and client quotas.
+        self.on_stop: list[Callable[[], None]] = []  # run first by stop()
+        self.on_entity_config: Callable[[str, str, dict[str, str]], None] | None = None
 
     # -- start --------------------------------------------------------------------------------
     async def connect(self, local_cluster_id: str | None) -> str:
@@ -284,6 +287,8 @@ class ZkBroker:
 
     async def stop(self) -> None:
         self._stopping = True
+        for stop in self.on_stop:
+            stop()
         for task in list(self._tasks):
             task.cancel()
         self.alter_partitions.shutdown()
@@ -409,21 +414,43 @@ class ZkBroker:
                 self.log_manager.update_topic_config(name, self._log_config(name, overrides))
             elif entity_type == "brokers":
                 self._broker_config_changed(name, await self.admin.read_config("brokers", name))
-            elif entity_type == "users" and self.on_user_config is not None:
-                self.on_user_config(name, await self.admin.read_config("users", name))
+            elif entity_type in ("users", "clients") and self.on_entity_config is not None:
+                self.on_entity_config(entity_type, name, await self.admin.read_config(entity_type, name))
 
-    # -- users (/config/users/<user>: SCRAM credentials, as Kafka's ZooKeeper mode keeps them)
+    # -- users and clients: SCRAM credentials in /config/users/<user>, client quotas in
+    # /config/users/<user>, /config/clients/<client-id> and /config/users/<user>/clients/
+    # <client-id>, as Kafka's ZooKeeper mode keeps them (names sanitized: zk_data.sanitize)
 
-    async def load_user_configs(self) -> dict[str, dict[str, str]]:
-        users = await self.zk.get_children("/config/users")
-        return {user: await self.admin.read_config("users", user) for user in users}
+    async def load_entity_configs(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(entity type, name as in ZooKeeper, config) of every user and client entity."""
+        out = []
+        for user in await self.zk.get_children("/config/users"):
+            out.append(("users", user, await self.admin.read_config("users", user)))
+            for client in await self.zk.get_children(f"/config/users/{user}/clients"):
+                name = f"{user}/clients/{client}"
+                out.append(("users", name, await self.admin.read_config("users", name)))
+        for client in await self.zk.get_children("/config/clients"):
+            out.append(("clients", client, await self.admin.read_config("clients", client)))
+        return out
 
     async def change_user_config(self, user: str, changes: Mapping[str, str | None]) -> None:
         """Set (or, for None, remove) keys of a user's config; other keys (quotas) stay."""
-        config = await self.admin.read_config("users", user)
-        for key, value in changes.items():
-            if value is None:
-                config.pop(key, None)
-            else:
-                config[key] = value
-        await self.admin.change_config("users", user, config)
+        await self.admin.update_config("users", zk_data.sanitize(user),
+                                       lambda config: _changed(config, changes))
+
+    async def change_quota_config(self, user: str | None, client: str | None,
+                                  changes: Mapping[str, str | None]) -> dict[str, str]:
+        """Set (or remove) quota keys of a (user, client id) entity; other keys (SCRAM
+        credentials) stay. The entity's config once written."""
+        entity_type, name = zk_data.quota_entity_path(user, client)
+        return await self.admin.update_config(entity_type, name,
+                                              lambda config: _changed(config, changes))
+
+
+def _changed(config: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return config

@@ -35,6 +35,7 @@ Topic ids are written as Kafka's Uuid.toString (kbroker.common.kafka_uuid).
 from __future__ import annotations
 
 import json
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -289,6 +290,47 @@ def decode_config_change(data: bytes | None) -> tuple[str, str] | None:
     path = str(_load(data).get("entity_path") or "")
     entity_type, sep, name = path.partition("/")
     return (entity_type, name) if sep else None
+
+
+# -- client quota entities: /config/users/<user>, /config/clients/<client-id>,
+# /config/users/<user>/clients/<client-id> (Kafka's ConfigEntityName.Default, `<default>`,
+# for a default)
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client id as a znode name (URL-encoded,
+    '*' as %2A and ' ' as %20, '~' kept); `<default>` is not an entity name but the
+    default, and stays."""
+    if name == DEFAULT_BROKER_ENTITY:
+        return name
+    return urllib.parse.quote(name, safe="")
+
+
+def desanitize(name: str) -> str:
+    return name if name == DEFAULT_BROKER_ENTITY else urllib.parse.unquote(name)
+
+
+def quota_entity_path(user: str | None, client: str | None) -> tuple[str, str]:
+    """(entity type, entity name) of a quota entity (None: not part of it)."""
+    if user is not None and client is not None:
+        return "users", f"{sanitize(user)}/clients/{sanitize(client)}"
+    if user is not None:
+        return "users", sanitize(user)
+    if client is not None:
+        return "clients", sanitize(client)
+    raise ValueError("a quota entity has a user, a client id or both")
+
+
+def quota_entity(entity_type: str, name: str) -> tuple[str | None, str | None] | None:
+    """The (user, client id) an entity path names; None when it is not a quota entity."""
+    if entity_type == "clients" and "/" not in name:
+        return None, desanitize(name)
+    if entity_type != "users":
+        return None
+    user, sep, client = name.partition("/clients/")
+    if "/" in user or "/" in client:
+        return None
+    return desanitize(user), (desanitize(client) if sep else None)
 
 
 # -- /admin/reassign_partitions and /admin/preferred_replica_election

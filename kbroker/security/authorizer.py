@@ -14,6 +14,11 @@ before a change is applied (so ACLs survive a restart):
       "patternType": "Literal", "principal": "User:alice", "host": "*",
       "operation": "Read", "permissionType": "Allow"}, ...]}
 
+Cluster mode: ZooKeeper, as Kafka's AclAuthorizer keeps them there (`store`, a
+kbroker.cluster.zk_acls.ZkAclStore): add and remove write each pattern's node there
+(version-checked) before the memory copy changes; the changes other brokers make
+arrive through `set_pattern`.
+
 Loop thread only.
 """
 
@@ -21,7 +26,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from kbroker.security.acl import (
     IMPLIED_BY,
@@ -40,6 +46,9 @@ from kbroker.security.acl import (
 from kbroker.security.principal import KafkaPrincipal
 from kbroker.utils.atomic_file import write_atomically
 
+if TYPE_CHECKING:
+    from kbroker.cluster.zk_acls import ZkAclStore
+
 ACLS_FILE = "kbroker-acls.json"
 
 
@@ -56,6 +65,7 @@ class AclAuthorizer:
         self._literal: dict[tuple[ResourceType, str], list[AccessControlEntry]] = {}
         self._prefixed: dict[ResourceType, list[tuple[str, AccessControlEntry]]] = {}
         self._by_type: dict[ResourceType, list[AclBinding]] = {}
+        self.store: ZkAclStore | None = None  # cluster mode: set by the broker
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 self._set(decode_bindings(json.load(f).get("acls") or []))
@@ -112,18 +122,66 @@ class AclAuthorizer:
     def acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
         return sorted(b for b in self._bindings if flt is None or flt.matches(b))
 
-    def add(self, bindings: Iterable[AclBinding]) -> None:
-        new = self._bindings | set(bindings)
-        self._save(new)
-        self._set(new)
+    async def add(self, bindings: Iterable[AclBinding]) -> dict[ResourcePattern, Exception]:
+        """Add the bindings; the patterns whose write to ZooKeeper failed (cluster mode),
+        with why (their bindings are not added)."""
+        bindings = list(bindings)
+        if self.store is None:
+            new = self._bindings | set(bindings)
+            self._save(new)
+            self._set(new)
+            return {}
+        by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        for b in bindings:
+            by_pattern.setdefault(b.pattern, set()).add(b.entry)
+        failed: dict[ResourcePattern, Exception] = {}
+        for pattern, entries in by_pattern.items():
+            added = frozenset(entries)
 
-    def remove(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
-        """Per filter, the bindings it removed."""
-        removed = [[b for b in self._bindings if f.matches(b)] for f in filters]
-        new = self._bindings - {b for found in removed for b in found}
-        self._save(new)
-        self._set(new)
-        return removed
+            def grow(cur: frozenset[AccessControlEntry], added: frozenset[AccessControlEntry] = added
+                     ) -> frozenset[AccessControlEntry]:
+                return cur | added
+            try:
+                _before, after = await self.store.update(pattern, grow)
+            except Exception as e:  # ZooKeeper unreachable, or lost every retry
+                failed[pattern] = e
+                continue
+            self.set_pattern(pattern, after)
+        return failed
+
+    async def remove(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Per filter, the bindings it removed. Cluster mode: a pattern whose write to
+        ZooKeeper fails raises (what was removed before it stays removed)."""
+        if self.store is None:
+            removed = [[b for b in self._bindings if f.matches(b)] for f in filters]
+            new = self._bindings - {b for found in removed for b in found}
+            self._save(new)
+            self._set(new)
+            return removed
+        # AclAuthorizer.deleteAcls: the patterns the filters match in the cache, each
+        # rewritten without the entries they match as ZooKeeper has them now
+        patterns = sorted({b.pattern for b in self._bindings if any(f.matches(b) for f in filters)})
+        gone: set[AclBinding] = set()
+        for pattern in patterns:
+            def keep(cur: frozenset[AccessControlEntry], p: ResourcePattern = pattern
+                     ) -> frozenset[AccessControlEntry]:
+                return frozenset(e for e in cur
+                                 if not any(f.matches(AclBinding(p, e)) for f in filters))
+            before, after = await self.store.update(pattern, keep)
+            gone |= {AclBinding(pattern, e) for e in before - after}
+            self.set_pattern(pattern, after)
+        return [[b for b in sorted(gone) if f.matches(b)] for f in filters]
+
+    def set_pattern(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
+        """The entries a pattern has now (from ZooKeeper: a change notification)."""
+        new = {b for b in self._bindings if b.pattern != pattern}
+        new |= {AclBinding(pattern, e) for e in entries}
+        if new != self._bindings:
+            self._set(new)
+
+    def load(self, patterns: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
+        """Every binding, as loaded from ZooKeeper at startup."""
+        self._set(AclBinding(p, e) for p, entries in patterns.items() for e in entries)
 
     def _set(self, bindings: Iterable[AclBinding]) -> None:
         self._bindings = set(bindings)

@@ -21,6 +21,13 @@ them in ZooKeeper's /config/users and /config/clients, or its metadata log):
     {"version": 1, "quotas": [{"entity": {"user": "alice", "client-id": null},
                                "values": {"producer_byte_rate": 1048576.0}}]}
 
+Cluster mode: ZooKeeper, as Kafka's ZooKeeper mode keeps them (`persist`, set by the
+broker: /config/users/<user>, /config/clients/<client-id>,
+/config/users/<user>/clients/<client-id>, `<default>` for a default, with a change
+notification under /config/changes); every broker enforces them, the changes other
+brokers make arriving through `set_entity`. Each broker measures the rates of the
+requests it serves, as Kafka's brokers do (a quota is per broker).
+
 Loop thread only.
 """
 
@@ -28,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbroker.utils.atomic_file import write_atomically
@@ -41,6 +48,30 @@ QUOTA_KEYS = frozenset({PRODUCE, FETCH, REQUEST})
 # an entity: (user, client id); each part None (not part of it), DEFAULT (its default) or a name
 DEFAULT = "<default>"
 Entity = tuple[str | None, str | None]
+
+
+def quota_string(key: str, value: float) -> str:
+    """A quota as Kafka writes it to ZooKeeper: the byte rates are longs ("1024"),
+    request_percentage a double ("50.0")."""
+    if key != REQUEST and value == int(value):
+        return str(int(value))
+    return repr(float(value))
+
+
+def quota_values(config: Mapping[str, str]) -> dict[str, float]:
+    """The quota keys of an entity's config in ZooKeeper (others, e.g. SCRAM credentials,
+    and values that are not numbers are left out)."""
+    out = {}
+    for key in QUOTA_KEYS & config.keys():
+        try:
+            out[key] = float(config[key])
+        except ValueError:
+            continue
+    return out
+
+
+# cluster mode: (entity, its changes) -> the entity's quota values once written
+Persist = Callable[[Entity, Mapping[str, "float | None"]], Awaitable[Mapping[str, float]]]
 
 
 def _precedence(user: str, client: str) -> list[Entity]:
@@ -101,6 +132,7 @@ class ClientQuotas:
         self._window_ms, self._windows = window_ms, windows
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, Entity], Rate] = {}
+        self.persist: Persist | None = None  # cluster mode: set to write to ZooKeeper
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 for item in json.load(f).get("quotas") or []:
@@ -132,6 +164,26 @@ class ClientQuotas:
                 indent=1))
         self._quotas = new
         self._rates.clear()  # a changed quota starts measuring afresh, as a new sensor would
+
+    async def apply(self, changes: Iterable[tuple[Entity, Mapping[str, float | None]]]) -> None:
+        """alter(), through `persist` first in cluster mode."""
+        if self.persist is None:
+            self.alter(changes)
+            return
+        for entity, ops in changes:
+            self.set_entity(entity, await self.persist(entity, ops))
+
+    def set_entity(self, entity: Entity, values: Mapping[str, float]) -> None:
+        """An entity's quotas as they are now (cluster mode: read from ZooKeeper)."""
+        values = {k: float(v) for k, v in values.items() if k in QUOTA_KEYS}
+        if self._quotas.get(entity, {}) == values:
+            return
+        if values:
+            self._quotas[entity] = values
+        else:
+            self._quotas.pop(entity, None)
+        # the entity's quota changed: its rates start afresh, as a new sensor would
+        self._rates = {k: r for k, r in self._rates.items() if k[1] != entity}
 
     def quota(self, user: str, client: str, key: str) -> tuple[float, Entity] | None:
         for entity in _precedence(user, client):

@@ -2,16 +2,14 @@
 SASL_PLAINTEXT one (for clients). SCRAM credentials live in ZooKeeper under
 /config/users, as in Kafka's ZooKeeper mode: set through one broker, every broker
 authenticates with them; Metadata on the SASL listener names every broker's SASL
-endpoint. ACLs are refused in cluster mode at startup (not yet in ZooKeeper)."""
+endpoint. ACLs and client quotas in a cluster: test_cluster_acls.py."""
 
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import confluent_kafka
 import pytest
@@ -24,41 +22,13 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
-from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.config import BrokerConfig, ConfigError
 
+from .sasl_support import JAAS, SaslCluster
 from .support import wait_until
 
 pytestmark = pytest.mark.timeout(180)
-
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret";')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class SaslCluster(Cluster):
-    """Each broker also listens with SASL_PLAINTEXT on a port of its own."""
-
-    sasl_ports: dict[int, int]
-
-    def broker_props(self, broker_id: int, port: int, *args: Any, **kwargs: Any) -> dict[str, str]:
-        props = super().broker_props(broker_id, port, *args, **kwargs)
-        host = args[0] if args else kwargs.get("host")
-        sasl_port = self.sasl_ports.setdefault(broker_id, _free_port())
-        props["listeners"] += f",SASL_PLAINTEXT://{host or self.host}:{sasl_port}"
-        props.update({
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        })
-        return props
-
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslCluster]:
@@ -128,11 +98,20 @@ def test_scram_credentials_live_in_zookeeper_and_reach_every_broker(cluster: Sas
                    timeout=30)
 
 
-def test_cluster_mode_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+def test_cluster_mode_refuses_what_it_cannot_do(tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Brokers reach each other over PLAINTEXT only (their client has no TLS or SASL):
+    another inter-broker listener is refused. ACLs are accepted; without User:ANONYMOUS,
+    the brokers' principal there, in super.users a warning says what replication needs."""
     base = {"zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path)}
-    with pytest.raises(ConfigError, match="authorizer.class.name"):
-        BrokerConfig.from_props({**base, "authorizer.class.name":
-                                 "kafka.security.authorizer.AclAuthorizer"})
+    acls = {**base, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+    with caplog.at_level("WARNING", logger="kbroker.config"):
+        BrokerConfig.from_props(acls)
+    assert "CLUSTER_ACTION on the cluster to User:ANONYMOUS" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kbroker.config"):
+        BrokerConfig.from_props({**acls, "super.users": "User:admin;User:ANONYMOUS"})
+    assert "User:ANONYMOUS" not in caplog.text
     with pytest.raises(ConfigError, match="inter.broker.listener.name"):
         BrokerConfig.from_props({
             **base, "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",

@@ -3,9 +3,11 @@
 Keys: producer_byte_rate, consumer_byte_rate, request_percentage (kbroker.security.
 quotas); values above 0. An entity of another type (ip: connection_creation_rate), an
 unknown key, a type named twice or a value out of range is INVALID_REQUEST for that
-entry, and nothing of it is applied. Cluster mode keeps quotas in ZooKeeper in Kafka;
-kbroker does not yet, so there every entry is INVALID_REQUEST saying so. Needs
-ALTER_CONFIGS on the cluster when ACLs are on (checked by the connection)."""
+entry, and nothing of it is applied. Cluster mode keeps them in ZooKeeper as Kafka's
+ZooKeeper mode does (/config/users, /config/clients; kbroker.security.quotas): written
+there first, then applied here, and on every other broker from its change
+notification; an entry whose write fails is UNKNOWN_SERVER_ERROR with the reason.
+Needs ALTER_CONFIGS on the cluster when ACLs are on (checked by the connection)."""
 
 from __future__ import annotations
 
@@ -24,22 +26,29 @@ class _Invalid(ValueError):
     pass
 
 
-def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
-    results, changes = [], []
+async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+    quotas = ctx.broker.client_quotas
+    outcome: list[tuple[int, str | None]] = []
+    changes = []
     for entry in request.entries:
         try:
-            if ctx.broker.clustered:
-                raise _Invalid("client quotas are not implemented in kbroker's cluster mode yet")
-            change = (_entity(entry.entity), _ops(entry.ops))
-            changes.append(change)
-            code, message = ErrorCode.NONE, None
+            changes.append((len(outcome), (_entity(entry.entity), _ops(entry.ops))))
+            outcome.append((ErrorCode.NONE, None))
         except _Invalid as e:
-            code, message = ErrorCode.INVALID_REQUEST, str(e)
-        results.append(R.EntryData(error_code=code, error_message=message, entity=[
-            R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]))
+            outcome.append((ErrorCode.INVALID_REQUEST, str(e)))
     if changes and not request.validate_only:
-        ctx.broker.client_quotas.alter(changes)
-    return R(throttle_time_ms=0, entries=results)
+        if quotas.persist is None:
+            quotas.alter(change for _i, change in changes)
+        else:
+            for i, change in changes:
+                try:
+                    await quotas.apply([change])
+                except Exception as e:  # ZooKeeper unreachable, or the node kept changing
+                    outcome[i] = (ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+    return R(throttle_time_ms=0, entries=[
+        R.EntryData(error_code=code, error_message=message, entity=[
+            R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        for entry, (code, message) in zip(request.entries, outcome, strict=True)])
 
 
 def _entity(parts: list[AlterClientQuotasRequest.EntityData]) -> Entity:

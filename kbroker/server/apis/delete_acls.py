@@ -1,6 +1,8 @@
 """DeleteAcls (key 31), v0-3: remove the ACL bindings each filter matches, answering per
 filter with the bindings it removed. Needs ALTER on the cluster; SECURITY_DISABLED
-without an authorizer; an invalid filter is INVALID_REQUEST and removes nothing."""
+without an authorizer; an invalid filter is INVALID_REQUEST and removes nothing. Cluster
+mode: the removals are written to ZooKeeper first; when that fails every filter's
+answer is UNKNOWN_SERVER_ERROR with the reason."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from kbroker.server.request_context import RequestContext
 R = DeleteAclsResponse
 
 
-def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
+async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
     refused = refusal(ctx, "ALTER")
     if refused is not None:
         return error_response(request, ctx.api_version, *refused)
@@ -26,7 +28,11 @@ def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsRespons
         except InvalidAcl as e:
             filters.append(e)
     valid = [f for f in filters if isinstance(f, AclBindingFilter)]
-    removed = iter(az.remove(valid))
+    try:
+        removed = iter(await az.remove(valid))
+    except Exception as e:  # cluster mode: ZooKeeper unreachable, or lost every retry
+        return error_response(request, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR,
+                              f"{type(e).__name__}: {e}")
     results = []
     for f in filters:
         if isinstance(f, InvalidAcl):
