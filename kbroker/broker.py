@@ -230,7 +230,8 @@ class BrokerState:
         markers = TransactionMarkerChannel(
             txn_state, config.node_id, self.marker_writer, self._partition_leader,
             endpoint_of=self._broker_endpoint if self.clustered else None,
-            metadata_changed=self.metadata_changed if self.clustered else None)
+            metadata_changed=self.metadata_changed if self.clustered else None,
+            login=config.inter_broker_login)
         self.txn_coordinator = TransactionCoordinator(txn_state, markers, time, self._generate_producer_id)
         self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
         self.scram_credentials = ScramCredentialStore(

@@ -47,8 +47,10 @@ from kbroker.common.configs import (
 from kbroker.security.settings import (
     LISTENER_KEYS,
     PROTOCOL_IDS,
+    InterBrokerLogin,
     ListenerSecurity,
     check_security_keys,
+    inter_broker_login,
     listener_security,
 )
 from kbroker.storage.log_config import LogConfig
@@ -312,6 +314,8 @@ class BrokerConfig:
     quota_window_size_seconds: int
     # listener name -> its protocol, TLS and SASL settings (derived from the keys above)
     listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict, repr=False)
+    # cluster mode, a SASL inter-broker listener: what this broker logs in to the others with
+    inter_broker_login: InterBrokerLogin | None = field(default=None, repr=False)
     props: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -332,8 +336,8 @@ class BrokerConfig:
         values["listener_security"] = {
             x.name: listener_security(x.name, protocols[x.name], props, typed)
             for x in values["listeners"]}
-        _check_inter_broker(props, typed, values)
-        _check_inter_broker_principal(typed)
+        values["inter_broker_login"] = _check_inter_broker(props, typed, values)
+        _check_inter_broker_principal(typed, values)
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
             log.warning("message.max.bytes exceeds socket.request.max.bytes")
         queued_bytes = values["queued_max_request_bytes"]
@@ -468,10 +472,12 @@ def _client_listeners(
 
 
 def _check_inter_broker(props: Mapping[str, str], typed: Mapping[str, Any],
-                        values: Mapping[str, Any]) -> None:
+                        values: Mapping[str, Any]) -> InterBrokerLogin | None:
     """Kafka's checks of the inter-broker listener. Set explicitly on a single broker, it
     must be one of the listeners (with its SASL mechanism enabled there); in cluster
-    mode it must be, and be PLAINTEXT (brokers talk to each other without TLS or SASL)."""
+    mode it must be, and be PLAINTEXT or SASL_PLAINTEXT: the brokers' own client speaks
+    no TLS (SSL and SASL_SSL are refused). Cluster mode over SASL: what this broker logs
+    in with (the listener's JAAS username and password for the mechanism)."""
     name = typed["inter.broker.listener.name"]
     if name is not None and "security.inter.broker.protocol" in props:
         raise ConfigError("Only one of inter.broker.listener.name and "
@@ -479,38 +485,45 @@ def _check_inter_broker(props: Mapping[str, str], typed: Mapping[str, Any],
     explicit = name is not None or "security.inter.broker.protocol" in props
     clustered = typed["zookeeper.connect"] is not None
     if not explicit and not clustered:
-        return
+        return None
     key = "inter.broker.listener.name" if name is not None else "security.inter.broker.protocol"
     name = (name or typed["security.inter.broker.protocol"]).upper()
     security = values["listener_security"].get(name)
     if security is None:
         if clustered and not explicit:
-            return  # the first listener, as before (zk_broker)
+            return None  # the first listener, as before (zk_broker)
         raise ConfigError(f"{key}: {name} must be a listener name defined in listeners")
-    if clustered and security.protocol != "PLAINTEXT":
+    if clustered and security.tls:
         raise ConfigError(f"{key}: the inter-broker listener {name} is {security.protocol}; "
-                          "kbroker brokers talk to each other over PLAINTEXT only")
+                          "kbroker brokers talk to each other over PLAINTEXT or SASL_PLAINTEXT "
+                          "only (their client has no TLS)")
     mech = typed["sasl.mechanism.inter.broker.protocol"]
     if security.sasl and mech not in security.sasl_mechanisms:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mech} must be included in "
                           f"sasl.enabled.mechanisms of the inter-broker listener {name}")
+    if clustered and security.sasl:
+        return inter_broker_login(name, mech, props)
+    return None
 
 
-def _check_inter_broker_principal(typed: Mapping[str, Any]) -> None:
-    """Cluster mode with ACLs on: brokers reach each other on the PLAINTEXT inter-broker
-    listener, as User:ANONYMOUS, and their LeaderAndIsr, UpdateMetadata, StopReplica,
-    ControlledShutdown, AlterPartition, WriteTxnMarkers and follower Fetches need
-    CLUSTER_ACTION on the cluster (Kafka's checks). super.users holding User:ANONYMOUS
-    grants it, as does an ACL; without either (and allow.everyone.if.no.acl.found off)
-    replication stops until such an ACL exists: said at startup, as a warning."""
+def _check_inter_broker_principal(typed: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """Cluster mode with ACLs on: brokers reach each other on the inter-broker listener,
+    as User:ANONYMOUS on a PLAINTEXT one or as their JAAS username on a SASL one, and their
+    LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown, AlterPartition,
+    WriteTxnMarkers and follower Fetches need CLUSTER_ACTION on the cluster (Kafka's
+    checks). super.users holding that principal grants it, as does an ACL; without either
+    (and allow.everyone.if.no.acl.found off) replication stops until such an ACL exists:
+    said at startup, as a warning."""
     if typed["zookeeper.connect"] is None or not typed["authorizer.class.name"]:
         return
+    login = values["inter_broker_login"]
+    principal = login.principal if login is not None else "User:ANONYMOUS"
     supers = {s.strip() for s in (typed["super.users"] or "").split(";")}
-    if "User:ANONYMOUS" not in supers and not typed["allow.everyone.if.no.acl.found"]:
+    if principal not in supers and not typed["allow.everyone.if.no.acl.found"]:
         log.warning("authorizer.class.name is set in cluster mode and super.users does not "
-                    "name User:ANONYMOUS, the principal of brokers on the PLAINTEXT "
-                    "inter-broker listener: their requests to each other need an ACL "
-                    "allowing CLUSTER_ACTION on the cluster to User:ANONYMOUS")
+                    "name %s, the principal of brokers on the inter-broker listener: their "
+                    "requests to each other need an ACL allowing CLUSTER_ACTION on the "
+                    "cluster to %s", principal, principal)
 
 
 def _items(value: str | None) -> Iterable[str]:

@@ -42,6 +42,7 @@ from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.offset_for_leader_epoch import OffsetForLeaderEpochRequest
 from kbroker.records.batch_header import complete_batches_size
+from kbroker.security.settings import InterBrokerLogin
 from kbroker.utils.java_hash import java_string_hash
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class FetcherConfig:
     replica_fetch_min_bytes: int = 1
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30000
+    login: InterBrokerLogin | None = None  # a SASL inter-broker listener's
 
 
 @dataclass(slots=True)
@@ -138,7 +140,8 @@ class ReplicaFetcher:
         self.config = manager.config
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.channel = BrokerChannel(leader_id, lambda: manager.leader_endpoint(leader_id),
-                                     f"broker-{manager.node_id}-fetcher-{fetcher_id}")
+                                     f"broker-{manager.node_id}-fetcher-{fetcher_id}",
+                                     manager.config.login)
         self._wake = asyncio.Event()
         self._task = asyncio.ensure_future(self._run())
 

@@ -93,7 +93,7 @@ class ZkBroker:
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
-            delete_topic_enable=config.delete_topic_enable), self.zk)
+            delete_topic_enable=config.delete_topic_enable, login=config.inter_broker_login), self.zk)
         self.fetchers = ReplicaFetcherManager(self.broker_id, FetcherConfig(
             num_replica_fetchers=config.num_replica_fetchers,
             replica_fetch_max_bytes=config.replica_fetch_max_bytes,
@@ -101,7 +101,8 @@ class ZkBroker:
             replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
             replica_fetch_min_bytes=config.replica_fetch_min_bytes,
             replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
-            replica_socket_timeout_ms=config.replica_socket_timeout_ms), self.broker_endpoint)
+            replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+            login=config.inter_broker_login), self.broker_endpoint)
         replica_manager.fetchers = self.fetchers
         self.alter_partitions = AlterPartitionManager(
             self.broker_id, self._channel_to_controller, lambda: self.broker_epoch,
@@ -314,7 +315,8 @@ class ZkBroker:
             if self._controller_channel is not None:
                 self._controller_channel.close()
             self._controller_channel = BrokerChannel(
-                controller, self._endpoint_of(controller), f"broker-{self.broker_id}-to-controller")
+                controller, self._endpoint_of(controller), f"broker-{self.broker_id}-to-controller",
+                self.config.inter_broker_login)
             self._controller_channel_target = controller
         return self._controller_channel
 

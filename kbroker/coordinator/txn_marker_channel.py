@@ -38,6 +38,7 @@ from kbroker.protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from kbroker.security.settings import InterBrokerLogin
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,10 @@ class TransactionMarkerChannel:
     def __init__(self, state: TransactionStateManager, node_id: int, local: MarkerWriter,
                  leader_of: LeaderOf,
                  endpoint_of: Callable[[int], tuple[str, int] | None] | None = None,
-                 metadata_changed: Callable[[float], Awaitable[None]] | None = None) -> None:
+                 metadata_changed: Callable[[float], Awaitable[None]] | None = None,
+                 login: InterBrokerLogin | None = None) -> None:
         self.state = state
+        self.login = login
         self.node_id = node_id
         self.local = local
         self.leader_of = leader_of
@@ -189,7 +192,8 @@ class TransactionMarkerChannel:
         if channel is None:
             endpoint_of = self.endpoint_of
             channel = self._channels[broker_id] = BrokerChannel(
-                broker_id, lambda: endpoint_of(broker_id), f"broker-{self.node_id}-txn-markers")
+                broker_id, lambda: endpoint_of(broker_id), f"broker-{self.node_id}-txn-markers",
+                self.login)
         return channel
 
     async def _wait_for_metadata(self) -> None:

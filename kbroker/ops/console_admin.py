@@ -212,8 +212,17 @@ class ConsoleAdmin:
         try:
             conn = self._connections.get(address)
             if conn is None or conn.closed:
-                conn = self._connections[address] = await AsyncBrokerConnection.open(
-                    *address, CLIENT_ID, TIMEOUT_MS / 1000)
+                conn = await AsyncBrokerConnection.open(*address, CLIENT_ID, TIMEOUT_MS / 1000)
+                login = self.broker.config.inter_broker_login
+                if login is not None:  # a SASL inter-broker listener: in as the brokers are
+                    from kbroker.cluster.broker_channel import authenticate
+
+                    try:
+                        await authenticate(conn, login, TIMEOUT_MS / 1000)
+                    except BaseException:
+                        conn.close()
+                        raise
+                self._connections[address] = conn
             return await conn.request(request, version, TIMEOUT_MS / 1000)
         except KafkaClientError as e:
             raise AdminFailed(e.error_code or ErrorCode.NETWORK_EXCEPTION, str(e)) from None

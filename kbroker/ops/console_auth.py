@@ -181,9 +181,9 @@ def cache_key(request: web.Request) -> str:
 
 
 def listener_name(broker: Broker) -> str:
-    """The listener the console acts on: the inter-broker one (in cluster mode PLAINTEXT,
-    so the console reaches the other brokers as the brokers reach each other), else the
-    first."""
+    """The listener the console acts on: the inter-broker one (in cluster mode PLAINTEXT or
+    SASL_PLAINTEXT, where the console logs in as the broker does: it reaches the other
+    brokers as the brokers reach each other), else the first."""
     config = broker.config
     return config.inter_broker_listener_name or config.listeners[0].name
 

@@ -182,3 +182,53 @@ class ScramServer:
             raise ScramError("Invalid client credentials")
         self.complete = True
         return f"v={_b64(_hmac(self._hash, cred.server_key, auth_message))}".encode()
+
+
+class ScramClient:
+    """One SCRAM exchange, client side (a broker logging in to another on a SASL
+    inter-broker listener): first(), then final(server-first), then verify(server-final)."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism = mechanism
+        self._hash = MECHANISMS[mechanism][0]
+        self._password = password
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._client_first_bare = f"n={name},r={secrets.token_urlsafe(24)}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._client_first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode("utf-8", "replace")
+        attrs = _attributes(text)
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        if not nonce.startswith(self._client_first_bare.partition(",r=")[2]) or not salt \
+                or not iterations.isdigit():
+            raise ScramError("Invalid SCRAM server first message")
+        if not MIN_ITERATIONS <= int(iterations) <= MAX_ITERATIONS:
+            raise ScramError(f"Invalid SCRAM iteration count {iterations}")
+        try:
+            salt_bytes = base64.b64decode(salt, validate=True)
+        except ValueError:
+            raise ScramError("Invalid SCRAM server first message") from None
+        salted = salted_password(self.mechanism, self._password, salt_bytes, int(iterations))
+        without_proof = f"c={_b64(b'n,,')},r={nonce}"
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
+        client_key = _hmac(self._hash, salted, b"Client Key")
+        signature = _hmac(self._hash, hashlib.new(self._hash, client_key).digest(), auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = _hmac(self._hash, _hmac(self._hash, salted, b"Server Key"),
+                                       auth_message)
+        return f"{without_proof},p={_b64(proof)}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        attrs = _attributes(server_final.decode("utf-8", "replace"))
+        if "e" in attrs:
+            raise ScramError(f"SCRAM authentication failed: {attrs['e']}")
+        try:
+            signature = base64.b64decode(attrs.get("v", ""), validate=True)
+        except ValueError:
+            raise ScramError("Invalid SCRAM server final message") from None
+        if not hmac.compare_digest(signature, self._server_signature):
+            raise ScramError("Invalid SCRAM server signature")

@@ -95,6 +95,31 @@ def _mechanism_key(suffix: str) -> bool:
     return rest == "sasl.jaas.config" and mech.upper() in SASL_MECHANISMS
 
 
+@dataclass(frozen=True)
+class InterBrokerLogin:
+    """What a broker logs in with on a SASL inter-broker listener (cluster mode): the
+    mechanism (sasl.mechanism.inter.broker.protocol) and the `username` and `password`
+    options of that listener's JAAS config for it, as Kafka's brokers take them."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+    @property
+    def principal(self) -> str:
+        return f"User:{self.username}"
+
+
+def inter_broker_login(name: str, mechanism: str, props: Mapping[str, str]) -> InterBrokerLogin:
+    key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    jaas = _jaas(props, f"listener.name.{name.lower()}.", mechanism)
+    if jaas is None or not jaas.options.get("username") or "password" not in jaas.options:
+        raise ConfigError(f"{key}: the inter-broker listener {name} uses SASL {mechanism}; its "
+                          "JAAS config needs username and password, what this broker logs in "
+                          "to the others with")
+    return InterBrokerLogin(mechanism, jaas.options["username"], jaas.options["password"])
+
+
 def listener_security(name: str, protocol: str, props: Mapping[str, str],
                       typed: Mapping[str, Any]) -> ListenerSecurity:
     prefix = f"listener.name.{name.lower()}."

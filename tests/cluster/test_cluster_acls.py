@@ -40,14 +40,11 @@ from kbroker.protocol.messages.describe_acls import DescribeAclsRequest
 from kbroker.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest as DCQ
 from kbroker.protocol.messages.fetch import FetchRequest
 from kbroker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
-from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
-from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from kbroker.protocol.messages.stop_replica import StopReplicaRequest
 from kbroker.protocol.messages.update_metadata import UpdateMetadataRequest
 from kbroker.security.acl import AclOperation, PatternType, PermissionType, ResourceType
-from tests.integration.wire import WireClient
 
-from .sasl_support import SaslCluster
+from .sasl_support import SaslCluster, call, client_conf, produce_one
 from .support import create_topic, wait_for_isr, wait_for_leader, wait_until
 
 pytestmark = pytest.mark.timeout(420)
@@ -92,32 +89,18 @@ def zk(cluster: AclCluster) -> Iterator[KazooClient]:
 # -- requests to one chosen broker
 
 
-def _call(cluster: AclCluster, broker_id: int, request: Any, version: int,
-          user: str | None = None) -> Any:
-    """One request to the broker: on its PLAINTEXT listener (User:ANONYMOUS, a super
-    user), or as `user` on its SASL listener (PLAIN)."""
-    if user is None:
-        with WireClient(cluster.brokers[broker_id].bootstrap, timeout=30) as c:
-            return c.call(request, version)
-    with WireClient(cluster.sasl_bootstrap(broker_id), timeout=30) as c:
-        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
-        token = f"\0{user}\0{user}-secret".encode()
-        assert c.call(SaslAuthenticateRequest(auth_bytes=token), 2).error_code == 0
-        return c.call(request, version)
-
-
 def _create_acls(cluster: AclCluster, broker_id: int, *acls: tuple[Any, ...]) -> None:
     """acls: (resource type, name, pattern type, principal, operation, permission)."""
     creations = [CreateAclsRequest.AclCreation(
         resource_type=rt, resource_name=name, resource_pattern_type=pt, principal=principal,
         host="*", operation=op, permission_type=perm) for rt, name, pt, principal, op, perm in acls]
-    response = _call(cluster, broker_id, CreateAclsRequest(creations=creations), 3)
+    response = call(cluster, broker_id, CreateAclsRequest(creations=creations), 3)
     assert [(r.error_code, r.error_message) for r in response.results] == [(0, None)] * len(acls)
 
 
 def _delete_acls(cluster: AclCluster, broker_id: int, name: str, principal: str,
                  op: int) -> list[Any]:
-    response = _call(cluster, broker_id, DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(
+    response = call(cluster, broker_id, DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(
         resource_type_filter=ResourceType.ANY, resource_name_filter=name,
         pattern_type_filter=PatternType.ANY, principal_filter=principal, host_filter=None,
         operation=op, permission_type=PermissionType.ANY)]), 3)
@@ -127,7 +110,7 @@ def _delete_acls(cluster: AclCluster, broker_id: int, name: str, principal: str,
 
 
 def _described(cluster: AclCluster, broker_id: int, name: str) -> set[tuple[Any, ...]]:
-    response = _call(cluster, broker_id, DescribeAclsRequest(
+    response = call(cluster, broker_id, DescribeAclsRequest(
         resource_type_filter=ResourceType.ANY, resource_name_filter=name,
         pattern_type_filter=PatternType.ANY, principal_filter=None, host_filter=None,
         operation=AclOperation.ANY, permission_type=PermissionType.ANY), 3)
@@ -141,26 +124,6 @@ def _led_by(cluster: AclCluster, topic: str, partitions: int, broker_id: int) ->
         if wait_for_leader(cluster, topic, p).leader == broker_id:
             return p
     raise AssertionError(f"broker {broker_id} leads no partition of {topic}")
-
-
-def _conf(cluster: AclCluster, broker_id: int, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": cluster.sasl_bootstrap(broker_id),
-            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user, "sasl.password": f"{user}-secret", "log_level": 0}
-
-
-def _produce(cluster: AclCluster, broker_id: int, user: str, topic: str,
-             partition: int) -> int | None:
-    """Produce one record as `user` through broker `broker_id` alone (its bootstrap):
-    the delivery's error code, None when delivered."""
-    errors: list[Any] = []
-    producer = confluent_kafka.Producer({**_conf(cluster, broker_id, user), "acks": "all",
-                                         "message.timeout.ms": 8000, "retries": 0})
-    producer.produce(topic, b"v", partition=partition, on_delivery=lambda e, m: errors.append(e))
-    producer.flush(15)
-    if not errors:
-        return ErrorCode.REQUEST_TIMED_OUT
-    return None if errors[0] is None else errors[0].code()
 
 
 def _zk_json(zk: KazooClient, path: str) -> Any:
@@ -183,14 +146,14 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_others(
     # alice may describe (so her producer finds the partitions) but not write
     _create_acls(cluster, 1, (T, topic, LIT, "User:alice", DESCRIBE, ALLOW))
     for broker_id, p in ((2, p2), (3, p3)):
-        wait_until(lambda b=broker_id, p=p: _produce(cluster, b, "alice", topic, p)
+        wait_until(lambda b=broker_id, p=p: produce_one(cluster, b, "alice", topic, p)
                    == KafkaError.TOPIC_AUTHORIZATION_FAILED,
                    f"alice's produce refused by broker {broker_id}", timeout=PROPAGATION_S)
     # WRITE through broker 1: brokers 2 and 3, the partitions' leaders, let her in
     started = time.monotonic()
     _create_acls(cluster, 1, (T, topic, LIT, "User:alice", WRITE, ALLOW))
     for broker_id, p in ((2, p2), (3, p3)):
-        wait_until(lambda b=broker_id, p=p: _produce(cluster, b, "alice", topic, p) is None,
+        wait_until(lambda b=broker_id, p=p: produce_one(cluster, b, "alice", topic, p) is None,
                    f"alice's produce accepted by broker {broker_id}", timeout=PROPAGATION_S)
     assert time.monotonic() - started < PROPAGATION_S
     # stored as Kafka's AclAuthorizer stores it, with a change notification
@@ -202,7 +165,7 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_others(
     assert f"TOPIC:{topic}".encode() in _changes(zk, "/kafka-acl-changes")
     # a DENY through broker 3 wins on broker 2
     _create_acls(cluster, 3, (T, topic, LIT, "User:alice", WRITE, DENY))
-    wait_until(lambda: _produce(cluster, 2, "alice", topic, p2)
+    wait_until(lambda: produce_one(cluster, 2, "alice", topic, p2)
                == KafkaError.TOPIC_AUTHORIZATION_FAILED, "the DENY on broker 2",
                timeout=PROPAGATION_S)
     assert len(_delete_acls(cluster, 3, topic, "User:alice", AclOperation.ANY)) == 3
@@ -215,7 +178,7 @@ def test_prefixed_acls(cluster: AclCluster, zk: KazooClient) -> None:
     p1, p3 = _led_by(cluster, topic, 3, 1), _led_by(cluster, topic, 3, 3)
     _create_acls(cluster, 2, (T, "pre-", PRE, "User:alice", WRITE, ALLOW))
     for broker_id, p in ((1, p1), (3, p3)):
-        wait_until(lambda b=broker_id, p=p: _produce(cluster, b, "alice", topic, p) is None,
+        wait_until(lambda b=broker_id, p=p: produce_one(cluster, b, "alice", topic, p) is None,
                    f"the prefixed ACL on broker {broker_id}", timeout=PROPAGATION_S)
     node = _zk_json(zk, "/kafka-acl-extended/prefixed/Topic/pre-")
     assert node == {"version": 1, "acls": [{"principal": "User:alice", "permissionType": "Allow",
@@ -226,7 +189,7 @@ def test_prefixed_acls(cluster: AclCluster, zk: KazooClient) -> None:
         assert _described(cluster, broker_id, "pre-") == {
             (T, PRE, "User:alice", WRITE, ALLOW)}
     # a name ZooKeeper cannot hold as one znode is refused, not half-written
-    response = _call(cluster, 1, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+    response = call(cluster, 1, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
         resource_type=ResourceType.GROUP, resource_name="a/b", resource_pattern_type=LIT,
         principal="User:alice", host="*", operation=READ, permission_type=ALLOW)]), 3)
     assert response.results[0].error_code == ErrorCode.INVALID_REQUEST
@@ -240,11 +203,11 @@ def test_delete_acls_through_broker_3_takes_effect_on_broker_1(
     p1 = _led_by(cluster, topic, 3, 1)
     _create_acls(cluster, 1, (T, topic, LIT, "User:alice", DESCRIBE, ALLOW),
                  (T, topic, LIT, "User:alice", WRITE, ALLOW))
-    wait_until(lambda: _produce(cluster, 1, "alice", topic, p1) is None, "alice allowed",
+    wait_until(lambda: produce_one(cluster, 1, "alice", topic, p1) is None, "alice allowed",
                timeout=PROPAGATION_S)
     removed = _delete_acls(cluster, 3, topic, "User:alice", AclOperation.WRITE)
     assert [(a.resource_name, a.operation) for a in removed] == [(topic, AclOperation.WRITE)]
-    wait_until(lambda: _produce(cluster, 1, "alice", topic, p1)
+    wait_until(lambda: produce_one(cluster, 1, "alice", topic, p1)
                == KafkaError.TOPIC_AUTHORIZATION_FAILED, "the deletion on broker 1",
                timeout=PROPAGATION_S)
     assert [a["operation"] for a in _zk_json(zk, f"/kafka-acl/Topic/{topic}")["acls"]] == ["Describe"]
@@ -290,7 +253,7 @@ def test_replication_and_the_inter_broker_principal_with_acls_on(cluster: AclClu
     topic = "acl-replicated"
     create_topic(cluster, topic, partitions=1, config={"min.insync.replicas": "3"})
     leader = wait_for_leader(cluster, topic).leader
-    producer = confluent_kafka.Producer({**_conf(cluster, leader, "admin"), "acks": "all"})
+    producer = confluent_kafka.Producer({**client_conf(cluster, leader, "admin"), "acks": "all"})
     errors: list[Any] = []
     for i in range(50):
         producer.produce(topic, f"{i}".encode(), partition=0, on_delivery=lambda e, m: errors.append(e))
@@ -300,12 +263,12 @@ def test_replication_and_the_inter_broker_principal_with_acls_on(cluster: AclClu
     for request, version in ((LeaderAndIsrRequest(controller_id=1, controller_epoch=99), 5),
                              (StopReplicaRequest(controller_id=1, controller_epoch=99), 3),
                              (UpdateMetadataRequest(controller_id=1, controller_epoch=99), 7)):
-        assert _call(cluster, leader, request, version, user="alice").error_code == failed
+        assert call(cluster, leader, request, version, user="alice").error_code == failed
     fetch = FetchRequest(replica_id=(leader % 3) + 1, max_wait_ms=0, min_bytes=1,
                          max_bytes=1 << 20, topics=[FetchRequest.FetchTopic(
                              topic=topic, partitions=[FetchRequest.FetchPartition(
                                  partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
-    response = _call(cluster, leader, fetch, 11, user="alice")
+    response = call(cluster, leader, fetch, 11, user="alice")
     codes = [p.error_code for t in response.responses for p in t.partitions]
     assert codes == [ErrorCode.TOPIC_AUTHORIZATION_FAILED]
     # the partition is untouched: still replicated by all three
@@ -317,14 +280,14 @@ def test_replication_and_the_inter_broker_principal_with_acls_on(cluster: AclClu
 
 def _alter_quota(cluster: AclCluster, broker_id: int, entity: list[tuple[str, str | None]],
                  key: str, value: float | None) -> None:
-    response = _call(cluster, broker_id, ACQ(entries=[ACQ.EntryData(
+    response = call(cluster, broker_id, ACQ(entries=[ACQ.EntryData(
         entity=[ACQ.EntityData(entity_type=t, entity_name=n) for t, n in entity],
         ops=[ACQ.OpData(key=key, value=value or 0.0, remove=value is None)])]), 1)
     assert [(e.error_code, e.error_message) for e in response.entries] == [(0, None)]
 
 
 def _quotas(cluster: AclCluster, broker_id: int) -> dict[tuple[tuple[str, str | None], ...], dict]:
-    response = _call(cluster, broker_id, DCQ(components=[], strict=False), 1)
+    response = call(cluster, broker_id, DCQ(components=[], strict=False), 1)
     assert response.error_code == 0, response.error_message
     return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
             {v.key: v.value for v in entry.values} for entry in response.entries}
@@ -350,7 +313,7 @@ def test_a_producer_quota_set_through_one_broker_throttles_on_another(
     # (quota.window.num=2: the rate settles within a second; test_quotas.py)
     stats: list[str] = []
     producer = confluent_kafka.Producer({
-        **_conf(cluster, 2, "alice"), "acks": "1", "linger.ms": 5,
+        **client_conf(cluster, 2, "alice"), "acks": "1", "linger.ms": 5,
         "statistics.interval.ms": 500, "stats_cb": stats.append,
         "queue.buffering.max.kbytes": 64})
     value = b"x" * 1000
@@ -394,7 +357,7 @@ def test_quota_entities_and_scram_credentials_share_the_user_node(
                    f"the quotas on broker {broker_id}", timeout=PROPAGATION_S)
     # a SCRAM credential of bob goes to the same node as his quota, and both stay
     _alter_quota(cluster, 1, [("user", "bob")], "producer_byte_rate", 8192)
-    admin = AdminClient(_conf(cluster, 3, "admin"))
+    admin = AdminClient(client_conf(cluster, 3, "admin"))
     admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
         "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-scram")]
     )["bob"].result(timeout=30)
@@ -455,6 +418,6 @@ def test_acls_and_quotas_survive_a_restart_of_every_broker(cluster: AclCluster) 
     # leaderships moved with the restarts: each partition through its leader now
     for p in range(3):
         leader = wait_for_leader(cluster, topic, p).leader
-        wait_until(lambda p=p, b=leader: _produce(cluster, b, "alice", topic, p) is None,
+        wait_until(lambda p=p, b=leader: produce_one(cluster, b, "alice", topic, p) is None,
                    f"alice's produce to partition {p} after the restart", timeout=60)
-        assert _produce(cluster, leader, "bob", topic, p) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert produce_one(cluster, leader, "bob", topic, p) == KafkaError.TOPIC_AUTHORIZATION_FAILED

@@ -100,9 +100,10 @@ def test_scram_credentials_live_in_zookeeper_and_reach_every_broker(cluster: Sas
 
 def test_cluster_mode_refuses_what_it_cannot_do(tmp_path: Path,
                                                 caplog: pytest.LogCaptureFixture) -> None:
-    """Brokers reach each other over PLAINTEXT only (their client has no TLS or SASL):
-    another inter-broker listener is refused. ACLs are accepted; without User:ANONYMOUS,
-    the brokers' principal there, in super.users a warning says what replication needs."""
+    """Brokers reach each other over PLAINTEXT or SASL_PLAINTEXT (their client has no
+    TLS): an SSL or SASL_SSL inter-broker listener is refused, and a SASL one needs the
+    username and password the broker logs in with. ACLs are accepted; without the
+    brokers' principal in super.users a warning says what replication needs."""
     base = {"zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path)}
     acls = {**base, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
     with caplog.at_level("WARNING", logger="kbroker.config"):
@@ -112,9 +113,24 @@ def test_cluster_mode_refuses_what_it_cannot_do(tmp_path: Path,
     with caplog.at_level("WARNING", logger="kbroker.config"):
         BrokerConfig.from_props({**acls, "super.users": "User:admin;User:ANONYMOUS"})
     assert "User:ANONYMOUS" not in caplog.text
-    with pytest.raises(ConfigError, match="inter.broker.listener.name"):
-        BrokerConfig.from_props({
-            **base, "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
+    sasl = {**base, "listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0",
             "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN"}
+    with pytest.raises(ConfigError, match="needs username and password"):
+        BrokerConfig.from_props({**sasl, "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
+    login = JAAS.replace("required ", 'required username="admin" password="admin-secret" ')
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kbroker.config"):
+        config = BrokerConfig.from_props({
+            **sasl, **acls, "listener.name.sasl_plaintext.plain.sasl.jaas.config": login})
+    assert config.inter_broker_login is not None
+    assert (config.inter_broker_login.principal, config.inter_broker_login.mechanism) == (
+        "User:admin", "PLAIN")
+    assert "admin-secret" not in repr(config) and "to User:admin" in caplog.text
+    with pytest.raises(ConfigError, match="inter.broker.listener.name.*SASL_SSL"):
+        BrokerConfig.from_props({
+            **base, "listeners": "PLAINTEXT://:0,SASL_SSL://:0",
+            "inter.broker.listener.name": "SASL_SSL", "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": login, "ssl.keystore.type": "PEM",
+            "ssl.truststore.type": "PEM", "ssl.keystore.location": str(tmp_path / "k.pem")})

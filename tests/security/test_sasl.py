@@ -38,6 +38,27 @@ def test_rfc7677_scram_sha_256_exchange(monkeypatch) -> None:
     assert server.complete and server.username == "user"
 
 
+def test_rfc7677_scram_sha_256_exchange_client_side(monkeypatch) -> None:
+    """ScramClient, what a broker logs in to another with on a SASL inter-broker listener."""
+    monkeypatch.setattr(scram.secrets, "token_urlsafe", lambda n: "rOprNGfwEbeRWgbNEkqO")
+    client = scram.ScramClient("SCRAM-SHA-256", "user", "pencil")
+    assert client.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert client.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                        b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096") == (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    client.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+    for bad in (b"v=AAAATRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", b"e=invalid-proof", b"v=!"):
+        with pytest.raises(scram.ScramError):
+            client.verify(bad)
+    for bad_first in (b"r=someone-elses-nonce,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+                      b"r=rOprNGfwEbeRWgbNEkqOx,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=1",
+                      b"r=rOprNGfwEbeRWgbNEkqOx,s=!!,i=4096",
+                      b"garbage"):
+        with pytest.raises(scram.ScramError):
+            scram.ScramClient("SCRAM-SHA-256", "user", "pencil").final(bad_first)
+
+
 def test_scram_wrong_proof_and_unknown_user_fail(monkeypatch) -> None:
     monkeypatch.setattr(scram.secrets, "token_urlsafe", lambda n: RFC_SERVER_NONCE)
     server = ScramSaslServer("SCRAM-SHA-256", lambda u, m: _rfc_credential())

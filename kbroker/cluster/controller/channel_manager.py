@@ -30,7 +30,7 @@ from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.leader_and_isr import LeaderAndIsrRequest
 from kbroker.protocol.messages.stop_replica import StopReplicaRequest
 from kbroker.protocol.messages.update_metadata import UpdateMetadataRequest
-from kbroker.security.settings import PROTOCOL_IDS
+from kbroker.security.settings import PROTOCOL_IDS, InterBrokerLogin
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,11 @@ class _Queued:
 
 
 class _BrokerSender:
-    def __init__(self, registration: BrokerRegistration, listener: str, client_id: str) -> None:
+    def __init__(self, registration: BrokerRegistration, listener: str, client_id: str,
+                 login: InterBrokerLogin | None = None) -> None:
         self.registration = registration
         self.channel = BrokerChannel(registration.broker_id,
-                                     lambda: self.registration.endpoint(listener), client_id)
+                                     lambda: self.registration.endpoint(listener), client_id, login)
         self.queue: asyncio.Queue[_Queued] = asyncio.Queue()
         self.task = asyncio.ensure_future(self._run())
 
@@ -81,7 +82,9 @@ class _BrokerSender:
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, listener: str) -> None:
+    def __init__(self, controller_id: int, listener: str,
+                 login: InterBrokerLogin | None = None) -> None:
+        self.login = login
         self.controller_id = controller_id
         self.listener = listener
         self._senders: dict[int, _BrokerSender] = {}
@@ -89,7 +92,8 @@ class ControllerChannelManager:
     def add_broker(self, registration: BrokerRegistration) -> None:
         self.remove_broker(registration.broker_id)
         self._senders[registration.broker_id] = _BrokerSender(
-            registration, self.listener, f"controller-{self.controller_id}-to-{registration.broker_id}")
+            registration, self.listener, f"controller-{self.controller_id}-to-{registration.broker_id}",
+            self.login)
 
     def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

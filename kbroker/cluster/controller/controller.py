@@ -58,6 +58,7 @@ from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssig
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
+from kbroker.security.settings import InterBrokerLogin
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class ControllerConfig:
     leader_imbalance_check_interval_s: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     delete_topic_enable: bool = True
+    login: InterBrokerLogin | None = None  # a SASL inter-broker listener's
 
 
 @dataclass
@@ -91,7 +93,7 @@ class KafkaController:
         self.broker_id = config.broker_id
         self.zk = zk
         self.ctx = ControllerContext(config.broker_id, config.listener)
-        self.channels = ControllerChannelManager(config.broker_id, config.listener)
+        self.channels = ControllerChannelManager(config.broker_id, config.listener, config.login)
         self.active = False
         self.active_controller_id = -1
         self._queue: asyncio.Queue[tuple[str, tuple[Any, ...], asyncio.Future[Any] | None]] = asyncio.Queue()
