@@ -26,8 +26,10 @@ times. Only a write that changed something is followed by a change notification.
 
 Every broker loads all ACLs at startup, then follows both change paths (Kafka's
 ZkNodeChangeNotificationListener): for each new notification it reads the named
-pattern's node again and hands the entries to the authorizer; notifications older
-than 15 minutes are deleted by whoever reads them (changeExpirationMs).
+pattern's node again and hands the entries to the authorizer (one that cannot be read
+for a ZooKeeper error is read again a second later, so a change reaches every broker
+while ZooKeeper answers); notifications older than 15 minutes are deleted by whoever
+reads them (changeExpirationMs).
 
 Lock: the broker's event-loop thread (coroutines over the ZooKeeper client).
 """
@@ -68,6 +70,7 @@ CHANGE_PREFIX = "acl_changes_"
 MAX_UPDATE_RETRIES = 10  # AclAuthorizer.maxUpdateRetries
 RETRY_BACKOFF_S, RETRY_JITTER_S = 0.1, 0.05  # AclAuthorizer's retryBackoffMs, retryBackoffJitterMs
 CHANGE_EXPIRATION_S = 15 * 60  # ZkNodeChangeNotificationListener.changeExpirationMs
+RETRY_AFTER_FAILURE_S = 1.0  # a notification that could not be read is read again after this
 
 Entries = frozenset[AccessControlEntry]
 _RACES = (BadVersionError, NodeExistsError, NoNodeError)
@@ -254,12 +257,22 @@ class ZkAclStore:
                 try:
                     await self._process(path, child)
                 except Exception:
-                    # a ZooKeeper error: this one and those after it are read again at the
-                    # next change or reconnection (watch_children reads again then)
-                    log.warning("reading ACL change %s/%s failed; retried at the next change",
-                                path, child, exc_info=True)
+                    # a ZooKeeper error: this one and those after it are read again in a
+                    # second (and at the next change or reconnection)
+                    log.warning("reading ACL change %s/%s failed; retrying", path, child,
+                                exc_info=True)
+                    self._spawn(self._retry(path))
                     return
                 self._last_seq[path] = seq
+
+    async def _retry(self, path: str) -> None:
+        await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+        try:
+            children = await self.zk.get_children(path)
+        except Exception:  # still failing: once more, a second later
+            self._spawn(self._retry(path))
+            return
+        await self._changes(path, children)
 
     async def _process(self, path: str, child: str) -> None:
         found = await self.zk.get(f"{path}/{child}")
