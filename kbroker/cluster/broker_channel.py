@@ -74,6 +74,11 @@ class BrokerChannel:
         self._connection = conn
         return conn
 
+    @property
+    def closed(self) -> bool:
+        """close() was called: its owner is stopping."""
+        return self._closed
+
     async def request(self, request: Any, version: int, timeout_s: float | None = 30.0) -> Any:
         conn = await self._connect()
         return await conn.request(request, version, timeout_s)

@@ -175,6 +175,10 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except KafkaClientError as e:
+                if self.channel.closed:
+                    # stopped: Python 3.11's wait_for may turn the task's cancellation into
+                    # the error of the request close() failed, so the loop ends here too
+                    return
                 log.info("fetcher %d for leader %d: %s; retrying in %.1f s", self.fetcher_id,
                          self.leader_id, e, backoff)
                 self.channel.reset()

@@ -66,6 +66,8 @@ class _BrokerSender:
                     response = await self.channel.request(item.request, item.version, REQUEST_TIMEOUT_S)
                     break
                 except KafkaClientError as e:
+                    if self.channel.closed:  # stopped (a cancellation wait_for turned into this)
+                        return
                     log.debug("controller request to broker %d failed: %s; retrying",
                               self.registration.broker_id, e)
                     self.channel.reset()
