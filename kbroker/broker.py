@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kbroker.cluster.controller.replica_assignment import assign_replicas
+from kbroker.cluster.fetch_session import FetchSessionCache
 from kbroker.cluster.metadata_cache import (
     ClusterView,
     LocalClusterView,
@@ -200,6 +201,7 @@ class BrokerState:
         # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
         self.metadata_topic_cache: dict[tuple[str, int, bool], Any] = {}
         self.append_notifier = AppendNotifier()
+        self.fetch_sessions = FetchSessionCache()  # followers' incremental fetch sessions
         self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics, per topic
         # listener name -> (advertised host, port); filled in when the server binds
         self.endpoints: dict[str, tuple[str, int]] = {}

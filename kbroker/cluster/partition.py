@@ -274,7 +274,10 @@ class Partition:
         follower = self.followers.get(replica_id)
         if follower is None:
             return
+        moved = follower.log_end_offset != fetch_offset
         follower.update(fetch_offset, leader_log_end_offset, self._now_ms())
+        if not moved and replica_id in self.state.isr:
+            return  # an ISR member that holds what it held: neither the ISR nor the HW moves
         self.maybe_expand_isr(follower)
         if self.maybe_increment_high_watermark() and self._on_change is not None:
             self._on_change(self.topic_partition)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from kbroker.client.connection import KafkaClientError
 from kbroker.cluster.broker_channel import BrokerChannel
+from kbroker.cluster.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kbroker.cluster.partition import Partition
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 12  # topics by name, last_fetched_epoch
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 UNDEFINED = -1
+SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                            ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
@@ -143,6 +146,7 @@ class ReplicaFetcher:
                                      f"broker-{manager.node_id}-fetcher-{fetcher_id}",
                                      manager.config.login)
         self._wake = asyncio.Event()
+        self.session = FetchSessionHandler()
         self._task = asyncio.ensure_future(self._run())
 
     @property
@@ -266,29 +270,51 @@ class ReplicaFetcher:
         ready = self._ready(False)
         if not ready:
             return False
-        by_topic: dict[str, list[FetchState]] = {}
-        for s in ready:
-            by_topic.setdefault(s.partition.topic_partition.topic, []).append(s)
         cfg = self.config
+        session = self.session
+        wanted = {}
+        for s in ready:
+            plog = s.partition.local_log()
+            wanted[s.partition.topic_partition] = (s.leader_epoch, plog.log_end_offset,
+                                                   plog.log_start_offset)
+        full = session.session_id == INVALID_SESSION_ID
+        send, forgotten = session.build(wanted)
+        by_topic: dict[str, list[FetchRequest.FetchPartition]] = {}
+        for tp, (epoch, fetch_offset, log_start) in send.items():
+            by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchPartition(
+                partition=tp.partition, current_leader_epoch=epoch, fetch_offset=fetch_offset,
+                last_fetched_epoch=-1, log_start_offset=log_start,
+                partition_max_bytes=cfg.replica_fetch_max_bytes))
+        forgot: dict[str, list[int]] = {}
+        for tp in forgotten:
+            forgot.setdefault(tp.topic, []).append(tp.partition)
         request = FetchRequest(
             replica_id=self.manager.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
-                FetchRequest.FetchPartition(
-                    partition=s.partition.topic_partition.partition,
-                    current_leader_epoch=s.leader_epoch,
-                    fetch_offset=s.partition.local_log().log_end_offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=s.partition.local_log().log_start_offset,
-                    partition_max_bytes=cfg.replica_fetch_max_bytes)
-                for s in states]) for topic, states in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
+            isolation_level=0, session_id=session.session_id, session_epoch=session.epoch,
+            topics=[FetchRequest.FetchTopic(topic=topic, partitions=partitions)
+                    for topic, partitions in by_topic.items()],
+            forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=topic, partitions=partitions)
+                                   for topic, partitions in forgot.items()],
+            rack_id="")
         timeout = (cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms) / 1000
-        response: FetchResponse = await self.channel.request(request, FETCH_VERSION, timeout)
+        try:
+            response: FetchResponse = await self.channel.request(request, FETCH_VERSION, timeout)
+        except BaseException:
+            session.reset()  # the leader may not have seen it, or may be a new process
+            raise
+        if response.error_code in SESSION_ERRORS:
+            # The leader lost the session (restarted, evicted it) or the epochs disagree:
+            # the next fetch is a full one that opens a new session.
+            log.info("fetcher %d for leader %d: %s; opening a new fetch session", self.fetcher_id,
+                     self.leader_id, ErrorCode(response.error_code).name)
+            session.reset()
+            return True
         if response.error_code != ErrorCode.NONE:
+            session.reset()
             raise KafkaClientError(f"Fetch failed: {ErrorCode(response.error_code).name}",
                                    response.error_code)
+        session.answered(full, response.session_id)
         asked = {s.partition.topic_partition: s for s in ready}
         for t in response.responses:
             for pd in t.partitions:
@@ -342,6 +368,47 @@ class ReplicaFetcher:
         if code not in RETRIABLE:
             log.warning("%s: fetch from leader %d failed: %s", tp, self.leader_id, _name(code))
         self._delay(state)
+
+
+# (current leader epoch, fetch offset, log start offset) of a partition in a fetch
+_Position = tuple[int, int, int]
+
+
+class FetchSessionHandler:
+    """The follower's side of an incremental fetch session (KIP-227; Kafka's
+    FetchSessionHandler): what the leader's session holds, and which partitions the next
+    fetch must name. Without a session (at first, and after any failure) a fetch names
+    every partition and asks for a session (epoch 0); in one, it names the partitions
+    whose position changed or that are new, and forgets those no longer fetched."""
+
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self._sent: dict[TopicPartition, _Position] = {}  # what the leader's session holds
+
+    def build(self, wanted: dict[TopicPartition, _Position]
+              ) -> tuple[dict[TopicPartition, _Position], list[TopicPartition]]:
+        """The partitions the next fetch names, and those it forgets; the session is
+        taken to hold `wanted` from now on."""
+        if self.session_id == INVALID_SESSION_ID:
+            self._sent = dict(wanted)
+            return dict(wanted), []
+        sent = self._sent
+        forgotten = [tp for tp in sent if tp not in wanted]
+        send = {tp: pos for tp, pos in wanted.items() if sent.get(tp) != pos}
+        self._sent = dict(wanted)
+        return send, forgotten
+
+    def answered(self, full: bool, session_id: int) -> None:
+        """A fetch was answered without error: the session it opened, or its next epoch."""
+        if full:
+            if session_id != INVALID_SESSION_ID:
+                self.session_id, self.epoch = session_id, next_epoch(INITIAL_EPOCH)
+        else:
+            self.epoch = next_epoch(self.epoch)
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self._sent = INVALID_SESSION_ID, INITIAL_EPOCH, {}
 
 
 def _name(code: int) -> str:

@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-17, sessionless: every request is a full fetch (session_id 0).
+"""Fetch (key 1), v4-17: full fetches, and incremental ones in followers' fetch sessions.
 
 For each partition, Log.read returns a FileSlice of whole stored batches, from
 the batch containing `fetch_offset` up to the high watermark (read_uncommitted)
@@ -18,8 +18,12 @@ error and `max_wait_ms` has not passed, the request parks on the broker's
 AppendNotifier and re-reads when one of its partitions is appended to.
 
 Topics are named (v4-12) or identified by topic_id (v13+; UNKNOWN_TOPIC_ID when
-the id is unknown). Forgotten topics and session epochs are ignored: a client
-that asks for a session gets session_id 0 and keeps sending full fetches.
+the id is unknown). A follower's fetch (v7+) may open an incremental fetch session
+(KIP-227, kbroker.cluster.fetch_session): its later fetches name only the partitions
+whose position changed, and the answer has only the partitions with news (records, a
+moved high watermark or log start offset, an error), while every partition of the
+session is still read, at its last position. A consumer that asks for a session gets
+session_id 0 and goes on with full fetches (forgotten topics and epochs ignored).
 read_committed (isolation_level 1) reads up to the last stable offset and lists the
 aborted transactions overlapping what it returns (producer id and first offset, from
 the segments' transaction indexes), so that the client drops their records;
@@ -45,6 +49,14 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from kbroker.cluster.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    next_epoch,
+)
 from kbroker.cluster.partition import Partition
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -64,6 +76,7 @@ PartitionData = FetchResponse.PartitionData
 AbortedTransaction = FetchResponse.AbortedTransaction
 
 READ_COMMITTED = 1
+_UNKNOWN_ID = "\0"
 
 
 def _now_ms() -> int:
@@ -74,13 +87,19 @@ def _now_ms() -> int:
 def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     """Answer at once when the data is there; else return a coroutine that long-polls."""
     deadline = _now_ms() + max(0, request.max_wait_ms)
-    response, tps = _read_once(ctx, request, deadline)
+    session: _Session | None = None
+    if ctx.api_version >= 7 and ctx.broker.clustered and _replica_id(request, ctx.api_version) >= 0:
+        found = _session_for(ctx, request)
+        if isinstance(found, int):
+            return _session_error(found)
+        session = found
+    response, tps = _read_once(ctx, request, deadline, session)
     if tps is None:
         return response
     # Parked now, not when the coroutine's task first runs (a later loop turn): an append
     # in between must wake it, or a follower's Fetch (and every acks=all Produce waiting
     # on it) would sleep the whole max_wait_ms.
-    return _long_poll(ctx, request, deadline, _park(ctx, tps, deadline))
+    return _long_poll(ctx, request, deadline, _park(ctx, tps, deadline), session)
 
 
 def _park(ctx: RequestContext, tps: list[Any], deadline: int) -> Awaitable[None]:
@@ -88,21 +107,73 @@ def _park(ctx: RequestContext, tps: list[Any], deadline: int) -> Awaitable[None]
 
 
 async def _long_poll(
-    ctx: RequestContext, request: FetchRequest, deadline: int, parked: Awaitable[None]
+    ctx: RequestContext, request: FetchRequest, deadline: int, parked: Awaitable[None],
+    session: _Session | None,
 ) -> FetchResponse:
     while True:
         await parked
-        response, again = _read_once(ctx, request, deadline)
+        response, again = _read_once(ctx, request, deadline, session)
         if again is None:
             return response
         parked = _park(ctx, again, deadline)
 
 
+# A follower's fetch in a session: the session, and whether this fetch is a full one
+# (it opened the session: every partition is answered).
+_Session = tuple[FetchSession, bool]
+
+
+def _session_for(ctx: RequestContext, request: FetchRequest) -> _Session | int | None:
+    """A follower's fetch session (kbroker.cluster.fetch_session), None when the fetch is
+    sessionless, or the error code of an unknown session or a wrong epoch."""
+    cache = ctx.broker.fetch_sessions
+    session_id, epoch = request.session_id, request.session_epoch
+    if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        if epoch == FINAL_EPOCH:
+            return None
+        session = cache.create(_replica_id(request, ctx.api_version))
+        if session is None:
+            return None
+        session.update(_requested(ctx, request), [])
+        return session, True
+    session = cache.get(session_id)
+    if session is None:
+        return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    if session.epoch != epoch:
+        return ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    session.epoch = next_epoch(epoch)
+    session.update(_requested(ctx, request), [
+        (ft.topic if ctx.api_version < 13 else _name_of(ctx.broker, ft.topic_id) or "", ft.partitions)
+        for ft in request.forgotten_topics_data])
+    return session, False
+
+
+def _requested(ctx: RequestContext, request: FetchRequest) -> list[tuple[str, Any, list[Any]]]:
+    out = []
+    for ft in request.topics:
+        name = ft.topic if ctx.api_version < 13 else _name_of(ctx.broker, ft.topic_id)
+        # an unknown topic id stays in the session under a name no topic has (it starts with
+        # a NUL): answered UNKNOWN_TOPIC_ID
+        out.append((name if name is not None else _UNKNOWN_ID + str(ft.topic_id), ft.topic_id,
+                    ft.partitions))
+    return out
+
+
+def _session_error(code: int) -> FetchResponse:
+    return FetchResponse(error_code=code, session_id=INVALID_SESSION_ID, responses=[])
+
+
 def _read_once(
-    ctx: RequestContext, request: FetchRequest, deadline: int
+    ctx: RequestContext, request: FetchRequest, deadline: int, session: _Session | None = None
 ) -> tuple[FetchResponse, list[Any] | None]:
     """The response, and the partitions to wait on if the request should park."""
-    response, nbytes, error, tps = _read(ctx, request)
+    answered: list[tuple[CachedPartition, PartitionData]] = []
+    if session is None:
+        response, nbytes, error, tps = _read(ctx, request)
+    else:
+        response, nbytes, error, tps = _read_session(ctx, request, session[0], session[1], answered)
     broker = ctx.broker
     if (
         nbytes >= request.min_bytes
@@ -113,6 +184,8 @@ def _read_once(
     ):
         if nbytes:
             _count_bytes_out(broker.topic_stats, response, _replica_id(request, ctx.api_version) >= 0)
+        for cached, pd in answered:
+            cached.answered(pd)
         return response, None
     return response, tps
 
@@ -198,6 +271,64 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
     return response, total, error, tps
 
 
+def _read_session(ctx: RequestContext, request: FetchRequest, session: FetchSession, full: bool,
+                  answered: list[tuple[CachedPartition, PartitionData]],
+                  ) -> tuple[FetchResponse, int, bool, list[Any]]:
+    """A follower's fetch in a session: every partition of the session is read (those the
+    request left out at their last position), the answer has those with news (all of
+    them when `full`); `answered` gets each answered partition with its data."""
+    broker = ctx.broker
+    replica_id = session.replica_id
+    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    authorized = not authz.enabled(ctx) or authz.authorize_cluster(ctx, "CLUSTER_ACTION")
+    total = 0
+    error = False
+    tps: list[Any] = []
+    topics: dict[str, TopicResponse] = {}
+    for cached in session.partitions.values():
+        name = cached.topic
+        if not authorized:
+            pd = _error(cached.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif name.startswith(_UNKNOWN_ID):
+            pd = _error(cached.partition, ErrorCode.UNKNOWN_TOPIC_ID)
+        else:
+            tp = TopicPartition(name, cached.partition)
+            try:
+                partition = broker.replica_manager.leader_partition(tp, cached.current_leader_epoch)
+            except KafkaError as e:
+                pd = _error(cached.partition, e.error_code)
+            else:
+                tps.append(tp)
+                stats = broker.topic_stats.topic(name)
+                stats.total_fetch_requests += 1
+                plog = partition.local_log()
+                offset = cached.fetch_offset
+                if (not full and offset == plog.log_end_offset and offset >= plog.log_start_offset
+                        and cached.unchanged(plog.high_watermark, plog.log_start_offset)):
+                    # caught up, nothing new to tell: the usual case for most partitions
+                    partition.update_follower_fetch_state(replica_id, offset, offset)
+                    continue
+                pd = _read_for_follower(partition, replica_id, cached, budget - total, total == 0)
+                if pd.error_code:
+                    if pd.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                        stats.failed_fetch_requests += 1
+                else:
+                    total += _size(pd.records)
+        if pd.error_code:
+            error = True
+        if full or cached.must_respond(pd):
+            topic = topics.get(name)
+            if topic is None:
+                topic = topics[name] = TopicResponse(
+                    topic=name if not name.startswith(_UNKNOWN_ID) else "", topic_id=cached.topic_id,
+                    partitions=[])
+            topic.partitions.append(pd)
+            answered.append((cached, pd))
+    response = FetchResponse(error_code=ErrorCode.NONE, session_id=session.session_id,
+                             responses=list(topics.values()))
+    return response, total, error, tps
+
+
 def _name_of(broker: Any, topic_id: Any) -> str | None:
     info = broker.topics.get_by_id(topic_id) if topic_id != ZERO_UUID else None
     return info.name if info is not None else None
@@ -210,8 +341,9 @@ def _replica_id(request: FetchRequest, version: int) -> int:
     return request.replica_id
 
 
-def _read_for_follower(partition: Partition, replica_id: int, fp: FetchRequest.FetchPartition,
-                       budget: int, first: bool) -> PartitionData:
+def _read_for_follower(partition: Partition, replica_id: int,
+                       fp: FetchRequest.FetchPartition | CachedPartition, budget: int,
+                       first: bool) -> PartitionData:
     """A follower's fetch: everything up to the log end; its offset moves its progress."""
     plog = partition.local_log()
     leo = plog.log_end_offset
@@ -224,6 +356,8 @@ def _read_for_follower(partition: Partition, replica_id: int, fp: FetchRequest.F
         partition_index=fp.partition, error_code=ErrorCode.NONE,
         high_watermark=plog.high_watermark, last_stable_offset=plog.last_stable_offset,
         log_start_offset=plog.log_start_offset, records=b"")
+    if fp.fetch_offset == leo:  # caught up: nothing to read
+        return pd
     max_bytes = max(0, min(fp.partition_max_bytes, budget))
     try:
         data = plog.read(fp.fetch_offset, max_bytes, max_offset=leo, min_one_message=first)

@@ -1,0 +1,163 @@
+"""Followers' incremental fetch sessions (KIP-227) on the wire, against a one-broker
+cluster (cluster mode: a Fetch with replica_id set is a follower's). The replica id is
+one the partitions do not have, so that no real follower's progress is touched.
+
+A session opens with a full fetch (session_id 0, epoch 0); later fetches name only the
+partitions whose position changed and get only the partitions with news. Unknown ids and
+wrong epochs are refused with Kafka's error codes; consumers get no session."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from kbroker.client.connection import BrokerConnection
+from kbroker.cluster.local_cluster import Cluster
+from kbroker.cluster.zookeeper_server import ZooKeeperServer
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+
+from .support import create_topic, new_cluster, read_partition, wait_for_isr, wait_for_leader
+
+FETCH_VERSION = 12
+REPLICA = 99  # no partition has it: the leader answers as to a follower, tracks nothing
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = new_cluster(zookeeper, tmp_path_factory.mktemp("sessions"), brokers=1)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def produce(cluster: Cluster, topic: str, partition: int, count: int) -> None:
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(count):
+        p.produce(topic, str(i).encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+def fetch(conn: BrokerConnection, topic: str, positions: dict[int, int], session_id: int,
+          epoch: int, forget: list[int] | None = None, replica_id: int = REPLICA,
+          max_wait_ms: int = 0) -> FetchResponse:
+    request = FetchRequest(
+        replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=session_id, session_epoch=epoch,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+            FetchRequest.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=offset,
+                                        last_fetched_epoch=-1, log_start_offset=-1,
+                                        partition_max_bytes=1 << 20)
+            for p, offset in positions.items()])] if positions else [],
+        forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=topic, partitions=forget)]
+        if forget else [],
+        rack_id="")
+    response: FetchResponse = conn.request(request, FETCH_VERSION)
+    return response
+
+
+def answered(response: FetchResponse) -> dict[int, tuple[int, int]]:
+    """partition -> (high watermark, record bytes) of each partition in the answer."""
+    return {pd.partition_index: (pd.high_watermark, len(bytes(pd.records or b"")))  # type: ignore[arg-type]
+            for t in response.responses for pd in t.partitions}
+
+
+def test_a_session_answers_only_the_partitions_with_news(cluster: Cluster) -> None:
+    topic = "sessions-news"
+    create_topic(cluster, topic, partitions=3, rf=1)
+    for p in range(3):
+        wait_for_leader(cluster, topic, p)
+    produce(cluster, topic, 0, 5)
+    broker = cluster.brokers[1]
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
+        opened = fetch(conn, topic, {0: 0, 1: 0, 2: 0}, 0, 0)
+        assert opened.error_code == ErrorCode.NONE
+        session = opened.session_id
+        assert session != 0
+        first = answered(opened)
+        assert set(first) == {0, 1, 2}  # the opening fetch is a full one
+        assert first[0][0] == 5 and first[0][1] > 0 and first[1] == (0, 0)
+
+        # partition 0 moves to its end: nothing new anywhere, so nothing is answered
+        quiet = fetch(conn, topic, {0: 5}, session, 1)
+        assert quiet.error_code == ErrorCode.NONE and quiet.session_id == session
+        assert answered(quiet) == {}
+
+        # records on partition 2 only: the answer has partition 2 only, though the
+        # fetch named no partition (the session holds the positions)
+        produce(cluster, topic, 2, 3)
+        news = answered(fetch(conn, topic, {}, session, 2))
+        assert set(news) == {2} and news[2][0] == 3 and news[2][1] > 0
+
+        # a forgotten partition is no longer read
+        produce(cluster, topic, 1, 2)
+        assert answered(fetch(conn, topic, {2: 3}, session, 3, forget=[1])) == {}
+
+        # wrong epoch, unknown session
+        wrong = fetch(conn, topic, {}, session, 7)
+        assert wrong.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        assert wrong.session_id == 0 and wrong.responses == []
+        unknown = fetch(conn, topic, {}, session ^ 0x5A5A5, 1)
+        assert unknown.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+        # epoch -1 closes it: a sessionless full answer, and the id is gone
+        closed = fetch(conn, topic, {0: 5, 1: 0, 2: 3}, session, -1)
+        assert closed.error_code == ErrorCode.NONE and closed.session_id == 0
+        assert set(answered(closed)) == {0, 1, 2}
+        assert fetch(conn, topic, {}, session, 4).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+        # a consumer that asks for a session gets none (and a full answer)
+        consumer = fetch(conn, topic, {0: 0}, 0, 0, replica_id=-1)
+        assert consumer.error_code == ErrorCode.NONE and consumer.session_id == 0
+        assert set(answered(consumer)) == {0}
+
+
+def test_a_parked_session_fetch_is_answered_when_records_arrive(cluster: Cluster) -> None:
+    """An incremental fetch with nothing to read parks for up to its max wait (10 s here);
+    an append to any partition of the session answers it long before."""
+    topic = "sessions-park"
+    create_topic(cluster, topic, partitions=2, rf=1)
+    for p in range(2):
+        wait_for_leader(cluster, topic, p)
+    broker = cluster.brokers[1]
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
+        session = fetch(conn, topic, {0: 0, 1: 0}, 0, 0).session_id
+        assert session != 0
+        producer = threading.Timer(0.5, produce, (cluster, topic, 1, 1))
+        started = time.monotonic()
+        producer.start()
+        try:
+            woken = fetch(conn, topic, {}, session, 1, max_wait_ms=10_000)
+        finally:
+            producer.join(30)
+        waited = time.monotonic() - started
+        assert woken.error_code == ErrorCode.NONE
+        assert set(answered(woken)) == {1} and answered(woken)[1][1] > 0
+        assert waited < 8.0, f"the parked fetch waited {waited:.1f} s of its 10 s"
+
+
+def test_followers_replicate_through_sessions(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """Three brokers: followers open sessions and copy every record; a leader restart
+    (sessions lost) makes them open new ones and go on."""
+    c = new_cluster(zookeeper, tmp_path, brokers=3)
+    try:
+        topic = "sessions-replicated"
+        create_topic(c, topic, partitions=2, rf=3)
+        view = wait_for_leader(c, topic, 0)
+        produce(c, topic, 0, 50)
+        produce(c, topic, 1, 50)
+        wait_for_isr(c, topic, 0, {1, 2, 3})
+        c.brokers[view.leader].kill()
+        c.brokers[view.leader].start()
+        wait_for_isr(c, topic, 0, {1, 2, 3})
+        produce(c, topic, 0, 50)
+        assert len(read_partition(c, topic, 0, expect=100)) == 100
+        assert len(read_partition(c, topic, 1, expect=50)) == 50
+    finally:
+        c.stop()
