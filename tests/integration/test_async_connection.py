@@ -1,0 +1,105 @@
+"""AsyncBrokerConnection (what brokers use to talk to each other) against `kbroker serve`:
+pipelined requests each get their own answer, a request that outlives its timeout fails
+with REQUEST_TIMED_OUT and closes the connection, a parked Fetch is answered as soon as
+a record arrives (well within its 10 s max wait), and a connection the broker drops
+fails every pending request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from kbroker.client.async_connection import AsyncBrokerConnection
+from kbroker.client.connection import KafkaClientError
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.protocol.messages.metadata import MetadataRequest
+
+from .conftest import BrokerProcess
+
+TOPIC = "async-conn"
+
+
+def _address(bp: BrokerProcess) -> tuple[str, int]:
+    host, port = bp.bootstrap_servers.rsplit(":", 1)
+    return host, int(port)
+
+
+def _fetch(offset: int, max_wait_ms: int) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id="")
+
+
+def _produce(bootstrap: str, count: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        p.produce(TOPIC, str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+
+
+def _metadata() -> MetadataRequest:
+    return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                           allow_auto_topic_creation=True)
+
+
+def test_pipelined_requests_timeouts_and_parked_fetches(broker_process: BrokerProcess) -> None:
+    host, port = _address(broker_process)
+
+    async def scenario() -> None:
+        conn = await AsyncBrokerConnection.open(host, port, "async-test", 10)
+        try:
+            # several requests in flight at once, each matched to its own answer
+            answers = await asyncio.gather(*(conn.request(_metadata(), 9, 10) for _ in range(5)))
+            assert all(a.topics[0].name == TOPIC for a in answers)
+            await asyncio.get_running_loop().run_in_executor(
+                None, _produce, broker_process.bootstrap_servers, 3)
+            # a parked Fetch (10 s max wait) answered when a record arrives
+            parked = asyncio.ensure_future(conn.request(_fetch(3, 10_000), 12, 30))
+            await asyncio.sleep(0.3)
+            assert not parked.done()
+            started = time.monotonic()
+            await asyncio.get_running_loop().run_in_executor(
+                None, _produce, broker_process.bootstrap_servers, 1)
+            woken: FetchResponse = await asyncio.wait_for(parked, 30)
+            waited = time.monotonic() - started
+            assert woken.responses[0].partitions[0].high_watermark == 4
+            assert waited < 8.0, f"the parked fetch waited {waited:.1f} s of its 10 s"
+        finally:
+            conn.close()
+
+        # a request that outlives its timeout fails and closes the connection
+        conn = await AsyncBrokerConnection.open(host, port, "async-test", 10)
+        with pytest.raises(KafkaClientError) as timed_out:
+            await conn.request(_fetch(4, 10_000), 12, 0.3)
+        assert timed_out.value.error_code == ErrorCode.REQUEST_TIMED_OUT
+        assert conn.closed
+        with pytest.raises(KafkaClientError):
+            await conn.request(_metadata(), 9, 5)
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_a_dropped_connection_fails_its_pending_requests(broker_factory: type[BrokerProcess]) -> None:
+    bp = broker_factory().start()  # type: ignore[operator]
+    host, port = _address(bp)
+
+    async def scenario() -> None:
+        conn = await AsyncBrokerConnection.open(host, port, "async-test", 10)
+        await conn.request(_metadata(), 9, 10)
+        pending = asyncio.ensure_future(conn.request(_fetch(0, 30_000), 12, 60))
+        await asyncio.sleep(0.3)
+        await asyncio.get_running_loop().run_in_executor(None, bp.kill)
+        with pytest.raises(KafkaClientError) as lost:
+            await asyncio.wait_for(pending, 30)
+        assert lost.value.error_code == ErrorCode.NETWORK_EXCEPTION
+        assert conn.closed
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
