@@ -214,6 +214,7 @@ class BrokerConfig:
     request_timeout_ms: int
     fetch_max_bytes: int
     fetch_partition_response_max_records: int
+    fetch_response_max_records: int
     # topics
     num_partitions: int
     default_replication_factor: int

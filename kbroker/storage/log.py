@@ -301,6 +301,19 @@ class Log:
                 self.aborted_txns_possible = True
             state.complete_txn(txn)
 
+    def read_upper_bound_offset(self, data: FetchDataInfo) -> int:
+        """An offset above every offset a read's slice holds, from the offset index (the
+        next segment's base or the log end when the index cannot tell)."""
+        meta = data.fetch_offset_metadata
+        segment = self.segments.get(meta.segment_base_offset) if meta.on_segment else None
+        if segment is None or data.records is None:
+            return self.log_end_offset
+        upper = segment.fetch_upper_bound_offset(meta.relative_position_in_segment, data.size)
+        if upper is None:
+            nxt = self.segments.higher(segment.base_offset)
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+        return upper
+
     def collect_aborted_transactions(self, fetch_offset: int, data: FetchDataInfo) -> list[AbortedTxn]:
         """The aborted transactions overlapping a read_committed read (Kafka's
         addAbortedTransactions): from the segment read on, until an entry's LSO shows that
@@ -311,10 +324,7 @@ class Log:
         segment = self.segments.get(meta.segment_base_offset)
         if segment is None:
             return []
-        upper = segment.fetch_upper_bound_offset(meta.relative_position_in_segment, data.size)
-        if upper is None:
-            nxt = self.segments.higher(segment.base_offset)
-            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+        upper = self.read_upper_bound_offset(data)
         out: list[AbortedTxn] = []
         for seg in self.segments.from_offset(segment.base_offset):
             found, complete = seg.txn_index.collect_aborted_txns(fetch_offset, upper)

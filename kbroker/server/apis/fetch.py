@@ -11,10 +11,16 @@ boundary after about `fetch.partition.response.max.records` records (kbroker's o
 50000; 0: as Kafka): librdkafka stops fetching a partition for a second
 (fetch.queue.backoff.ms) whenever a response leaves more than queued.min.messages
 (100000) records in its queue, which a 16 MiB answer of 100-byte records (160000
-records) did at every response.
+records) did at every response. A whole consumer response also carries about
+`fetch.response.max.records` records (kbroker's own, 20000; 0: no bound), the partitions
+in request order sharing it: a consumer slower than the broker reaches that queue limit
+sooner the more each response carries, and then idles for the rest of the second (a
+partition left without budget answers no records; librdkafka names another partition
+first in its next Fetch).
 
 Long poll: while fewer than `min_bytes` are available, no partition has an
-error and `max_wait_ms` has not passed, the request parks on the broker's
+error, no record bound above left records out (waiting would bring no more) and
+`max_wait_ms` has not passed, the request parks on the broker's
 AppendNotifier and re-reads when one of its partitions is appended to.
 
 Topics are named (v4-12) or identified by topic_id (v13+; UNKNOWN_TOPIC_ID when
@@ -170,13 +176,15 @@ def _read_once(
 ) -> tuple[FetchResponse, list[Any] | None]:
     """The response, and the partitions to wait on if the request should park."""
     answered: list[tuple[CachedPartition, PartitionData]] = []
+    cut = False  # kbroker's own record bounds (consumers only) held records back
     if session is None:
-        response, nbytes, error, tps = _read(ctx, request)
+        response, nbytes, error, tps, cut = _read(ctx, request)
     else:
         response, nbytes, error, tps = _read_session(ctx, request, session[0], session[1], answered)
     broker = ctx.broker
     if (
         nbytes >= request.min_bytes
+        or cut  # kbroker's own record bounds held data back: more would not come by waiting
         or error
         or not tps
         or broker.shutting_down
@@ -202,7 +210,9 @@ def _count_bytes_out(stats: BrokerTopicStats, response: FetchResponse, follower:
                 topic_stats.bytes_out += sent
 
 
-def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, int, bool, list[Any]]:
+def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, int, bool, list[Any], bool]:
+    """The response, its bytes, whether a partition failed, the partitions read, and whether
+    a record bound (step or budget) left records out."""
     broker = ctx.broker
     version = ctx.api_version
     replica_id = _replica_id(request, version)
@@ -211,11 +221,14 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
     committed = request.isolation_level == READ_COMMITTED
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     step = 0
+    records_left: int | None = None  # fetch.response.max.records still to give; None: no bound
     if replica_id < 0:
         budget = min(budget, broker.config.fetch_max_bytes)
         step = broker.config.fetch_partition_response_max_records
+        records_left = broker.config.fetch_response_max_records or None
     total = 0
     error = False
+    cut = False
     tps: list[Any] = []
     topics = []
     readable: set[str] | None = None  # None: every topic (no authorizer)
@@ -256,9 +269,21 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
             stats.total_fetch_requests += 1
             if replica_id >= 0:
                 pd = _read_for_follower(partition, replica_id, fp, budget - total, total == 0)
+            elif records_left is not None and records_left <= 0:
+                # The response's records are given out: this partition answers no records
+                # this time (librdkafka starts its next Fetch at the next partition), and
+                # its log is not read (a consumer of 64 partitions asks for all of them).
+                pd = _unread_partition(partition.local_log(), fp, committed)
+                cut = cut or pd.high_watermark > fp.fetch_offset
             else:
-                pd = _read_partition(partition.local_log(), fp, committed, budget - total, total == 0,
-                                     step)
+                cap = step if records_left is None else min(step or records_left, records_left)
+                pd, upper = _read_partition(partition.local_log(), fp, committed, budget - total,
+                                            total == 0, cap)
+                if _size(pd.records) and cap and pd.high_watermark - fp.fetch_offset > cap:
+                    cut = True
+                if records_left is not None and _size(pd.records):
+                    # The budget's last partition may overshoot it by up to a batch.
+                    records_left -= max(1, min(pd.high_watermark, upper) - fp.fetch_offset)
             if pd.error_code:
                 if pd.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:  # Kafka: not a failure
                     stats.failed_fetch_requests += 1
@@ -268,7 +293,19 @@ def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, in
             partitions.append(pd)
         topics.append(TopicResponse(topic=name or "", topic_id=ft.topic_id, partitions=partitions))
     response = FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
-    return response, total, error, tps
+    return response, total, error, tps, cut
+
+
+def _unread_partition(plog: Log, fp: FetchRequest.FetchPartition, committed: bool) -> PartitionData:
+    """A partition's answer without records: its offsets, or OFFSET_OUT_OF_RANGE as a read
+    would have answered."""
+    out_of_range = not plog.log_start_offset <= fp.fetch_offset <= plog.log_end_offset
+    return PartitionData(
+        partition_index=fp.partition,
+        error_code=ErrorCode.OFFSET_OUT_OF_RANGE if out_of_range else ErrorCode.NONE,
+        high_watermark=plog.high_watermark, last_stable_offset=plog.last_stable_offset,
+        log_start_offset=plog.log_start_offset, aborted_transactions=[] if committed else None,
+        records=b"")
 
 
 def _read_session(ctx: RequestContext, request: FetchRequest, session: FetchSession, full: bool,
@@ -372,7 +409,9 @@ def _read_for_follower(partition: Partition, replica_id: int,
 def _read_partition(
     plog: Log, fp: FetchRequest.FetchPartition, committed: bool, budget: int, first: bool,
     max_records: int = 0,
-) -> PartitionData:
+) -> tuple[PartitionData, int]:
+    """The partition's answer, and an offset above every record in it (for the response's
+    record budget: a slice cut short by bytes holds fewer records than its cap)."""
     high_watermark = plog.high_watermark
     last_stable = plog.last_stable_offset
     max_offset = last_stable if committed else high_watermark
@@ -391,7 +430,7 @@ def _read_partition(
                          max_records=max_records)
     except KafkaError as e:
         pd.error_code = e.error_code
-        return pd
+        return pd, fp.fetch_offset
     records = data.records
     if committed and records is not None:
         pd.aborted_transactions = [
@@ -402,7 +441,8 @@ def _read_partition(
         # bytes around it): a Fetch over thousands of partitions then holds no descriptor
         # per partition while its response is built.
         pd.records = records.read_bytes() if records.size <= INLINE_SLICE_BYTES else records
-    return pd
+    bounded = max_records and records is not None and records.size > 0
+    return pd, plog.read_upper_bound_offset(data) if bounded else high_watermark
 
 
 def _size(records: Any) -> int:
