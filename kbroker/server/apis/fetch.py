@@ -12,7 +12,7 @@ boundary after about `fetch.partition.response.max.records` records (kbroker's o
 (fetch.queue.backoff.ms) whenever a response leaves more than queued.min.messages
 (100000) records in its queue, which a 16 MiB answer of 100-byte records (160000
 records) did at every response. A whole consumer response also carries about
-`fetch.response.max.records` records (kbroker's own, 20000; 0: no bound), the partitions
+`fetch.response.max.records` records when set (kbroker's own; 0, the default: no bound), the partitions
 in request order sharing it: a consumer slower than the broker reaches that queue limit
 sooner the more each response carries, and then idles for the rest of the second (a
 partition left without budget answers no records; librdkafka names another partition
