@@ -1,4 +1,4 @@
-"""A small synchronous Kafka client: Metadata, ListOffsets, Fetch and Produce.
+"""A small synchronous Kafka client: Metadata, ListOffsets, Fetch, Produce, InitProducerId.
 
 It is what kbroker.spark needs and no more: no consumer groups, no background
 threads, no buffering. Fetch hands back each partition's records as raw wire bytes
@@ -26,6 +26,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.api_key import ApiKey
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest
@@ -50,6 +51,7 @@ METADATA_VERSIONS = (1, 12)
 LIST_OFFSETS_VERSIONS = (1, 9)
 FETCH_VERSIONS = (4, 12)
 PRODUCE_VERSIONS = (3, 11)
+INIT_PRODUCER_ID_VERSIONS = (0, 4)
 
 RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -338,6 +340,30 @@ class KafkaClient:
                                for t, ps in self.cluster.topics.items()}
 
     # Produce
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """A producer id and epoch for an idempotent producer (no transactional id), from
+        any broker; retriable errors (COORDINATOR_LOAD_IN_PROGRESS...) are retried."""
+        retriable = RETRIABLE | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 ErrorCode.NOT_COORDINATOR}
+        for attempt in range(self.retries + 1):
+            conn = self._any_connection()
+            try:
+                version = conn.version_for(ApiKey.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS)
+                response = conn.request(InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=-1), version)
+            except KafkaClientError as e:
+                self._drop(conn)
+                self._backoff(attempt, "InitProducerId", str(e))
+                continue
+            if response.error_code == ErrorCode.NONE:
+                return response.producer_id, response.producer_epoch
+            if response.error_code not in retriable:
+                raise KafkaClientError(f"InitProducerId: {error_name(response.error_code)}",
+                                       response.error_code)
+            self._backoff(attempt, "InitProducerId", error_name(response.error_code))
+        raise AssertionError("unreachable")
 
     def produce(self, batches: Mapping[TopicPartition, bytes | bytearray | memoryview],
                 acks: int = -1, timeout_ms: int = 30000) -> dict[TopicPartition, int]:

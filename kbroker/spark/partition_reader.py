@@ -16,6 +16,10 @@ above the high watermark (a truncated or recreated partition) end the range earl
 Gaps below the log start offset are not loss when they come from compaction or
 transaction markers; those are skipped silently, as Kafka consumers do.
 
+kafkaConsumer.pollTimeoutMs: a task that gets no records for that long (errors, empty
+answers below the high watermark) fails with a TimeoutError, as Spark's consumer does;
+Spark then retries the task.
+
 read_committed (kafka.isolation.level): Fetch asks for committed data (up to the last
 stable offset, which bounds the planned ranges too) and the decoder skips the batches of
 the aborted transactions the broker lists with each response.
@@ -24,6 +28,7 @@ the aborted transactions the broker lists with each response.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -59,6 +64,7 @@ class PartitionReader:
         self.client = client if client is not None else new_client(client_opts)
         self.partition_max_bytes = client_opts.max_partition_fetch_bytes
         self.bytes_fetched = 0
+        self._progress_at = time.monotonic()
 
     def close(self) -> None:
         if self._own_client:
@@ -73,7 +79,7 @@ class PartitionReader:
     def _send(self, leader: int, offset: int) -> None:
         self.client.send_fetch(leader, self.client.fetch_request(
             {self.tp: offset}, self.partition_max_bytes, max_wait_ms=self.opts.fetch_max_wait_ms,
-            min_bytes=1, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes),
+            min_bytes=self.opts.fetch_min_bytes, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes),
             isolation_level=self.opts.isolation_level))
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
@@ -120,6 +126,7 @@ class PartitionReader:
                 self._send(leader, next_offset)
                 in_flight = True
             failures = 0
+            self._progress_at = time.monotonic()
             next_offset, first = cols.add_records(records, offset, until, fetched.aborted_transactions)
             if first > offset and fetched.log_start_offset > offset:
                 report_data_loss(self.fail_on_data_loss,
@@ -134,6 +141,12 @@ class PartitionReader:
             yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
 
     def _failed(self, failures: int, why: str) -> int:
+        waited_ms = (time.monotonic() - self._progress_at) * 1000
+        if waited_ms > self.opts.poll_timeout_ms:
+            raise TimeoutError(f"Cannot fetch records of {self.tp} at offset "
+                               f"{self.range.from_offset}..{self.range.until_offset - 1} in "
+                               f"{self.opts.poll_timeout_ms} milliseconds "
+                               f"(kafkaConsumer.pollTimeoutMs; last error: {why})")
         if failures + 1 >= MAX_ATTEMPTS:
             raise KafkaClientError(f"Fetch {self.tp}: {why} after {failures + 1} attempts")
         return failures + 1
