@@ -171,11 +171,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner = OffsetPlanner(self.opts)
         self.available_now: dict[TopicPartition, int] | None = None
         self.last_trigger_ms = 0  # Spark's lastTriggerMillis: the first trigger is not delayed
+        self.latest_offsets: dict[TopicPartition, int] = {}  # as seen by the last latestOffset
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader to run read() in tasks: no client, no target
         return {"opts": self.opts, "schema": self.schema, "planner": OffsetPlanner(self.opts),
-                "available_now": None, "last_trigger_ms": 0}
+                "available_now": None, "last_trigger_ms": 0, "latest_offsets": {}}
 
     def initialOffset(self) -> dict:
         tps = self.planner.topic_partitions()
@@ -204,6 +205,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = dict(self.available_now)
         else:
             latest = self._latest()
+        self.latest_offsets = dict(latest)
         new = [tp for tp in latest if tp not in starts]
         starts.update(self.planner.earliest(new))
         # an end below its start (truncated or recreated partition) is reported when planned
@@ -233,7 +235,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return False
 
     def reportLatestOffset(self) -> dict | None:
-        return offsets_json(self._latest())
+        """The latest offsets the last latestOffset saw (Spark's latestPartitionOffsets):
+        the progress's latestOffset, from which metrics.source_metrics computes how far
+        the query is behind."""
+        return offsets_json(self.latest_offsets) if self.latest_offsets else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         starts = offsets_from_json(start)

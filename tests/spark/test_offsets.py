@@ -179,3 +179,18 @@ def test_consumer_options_reach_the_client() -> None:
                            "kafka.fetch.min.bytes": "1024"}, False).client
     assert (opts.offset_retries, opts.offset_retry_interval_ms) == (5, 20)
     assert (opts.poll_timeout_ms, opts.fetch_min_bytes) == (1500, 1024)
+
+
+def test_offsets_behind_latest_as_sparks_metrics() -> None:
+    from kbroker.spark.metrics import offsets_behind_latest, source_metrics
+
+    got = offsets_behind_latest('{"a": {"0": 10, "1": 5}, "b": {"0": 7}}',
+                                {"a": {"0": 40, "1": 5}, "b": {"0": 8}})
+    assert got == {"minOffsetsBehindLatest": "0", "maxOffsetsBehindLatest": "30",
+                   "avgOffsetsBehindLatest": repr(31 / 3)}
+    progress = {"sources": [{"endOffset": '{"a": {"0": 2}}', "latestOffset": '{"a": {"0": 2}}'},
+                            {"endOffset": "12", "latestOffset": "40"}]}
+    assert source_metrics(progress) == [{"minOffsetsBehindLatest": "0",
+                                         "maxOffsetsBehindLatest": "0",
+                                         "avgOffsetsBehindLatest": "0.0"}, {}]
+    assert source_metrics(None) == []

@@ -8,6 +8,7 @@ timestamps), fetched with kbroker's client.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -276,3 +277,38 @@ def test_group_id_is_accepted(spark: Any, broker: Broker, topic: str) -> None:
     with pytest.raises(Exception, match="only PLAINTEXT"):
         read(spark, servers, subscribe=topic,
              **{"kafka.security.protocol": "SASL_SSL"}).count()
+
+
+def test_progress_gives_offsets_behind_latest(spark: Any, broker: Broker, topic: str,
+                                              tmp_path: Path) -> None:
+    from kbroker.spark import source_metrics
+
+    servers = broker.bootstrap_servers
+    acked = produce(servers, topic, 300, headers=False)
+    log_end = {str(p): sum(1 for q, _ in acked if q == p) for p in range(3)}
+    query = (spark.readStream.format("kbroker").option("kafka.bootstrap.servers", servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "30").load()
+             .writeStream.format("memory").queryName("behind_latest")
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="300 milliseconds").start())
+    try:
+        # read while the query runs: behind at first, then caught up
+        wait_for(lambda: query.lastProgress is not None and query.lastProgress.numInputRows,
+                 120, "a first batch")
+        first = query.lastProgress
+        metrics = source_metrics(first)[0]
+        latest = json.loads(first.sources[0].latestOffset)
+        end = json.loads(first.sources[0].endOffset)
+        assert latest == {topic: log_end}  # what the source saw as available
+        behind = [log_end[p] - end[topic][p] for p in log_end]
+        assert metrics == {"minOffsetsBehindLatest": str(min(behind)),
+                           "maxOffsetsBehindLatest": str(max(behind)),
+                           "avgOffsetsBehindLatest": repr(sum(behind) / 3)}
+        assert sum(behind) == 300 - first.numInputRows > 0
+        wait_for(lambda: spark.sql("SELECT count(*) AS n FROM behind_latest").collect()[0].n
+                 == 300, 180, "the query to catch up")
+        wait_for(lambda: source_metrics(query.lastProgress)[0].get("maxOffsetsBehindLatest")
+                 == "0", 60, "no offsets behind")
+    finally:
+        query.stop()
