@@ -7,6 +7,10 @@ are pipelined: as soon as a response arrives, the next offset is read from the
 batch headers and the next Fetch is sent before this one is decoded, so the
 broker prepares data while the task decodes.
 
+Leader changes: a connection error or a retriable error code (NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH...) drops the connection, backs off and refreshes the metadata
+to find the partition's leader, then fetches on from the same offset.
+
 Data loss (failOnDataLoss): a Fetch answered OFFSET_OUT_OF_RANGE below the log
 start offset, or records that begin past the requested offset while the log
 start offset is past it too, mean that retention removed offsets this range
@@ -86,19 +90,18 @@ class PartitionReader:
         cols = new_decoder(self.schema, check_crcs=self.opts.check_crcs)
         offset, until = self.range.from_offset, self.range.until_offset
         leader = self.client.leader_for(self.tp)
-        self._send(leader, offset)
-        in_flight = True
+        in_flight = False
         failures = 0
         while offset < until:
-            if not in_flight:
-                self._send(leader, offset)
-            in_flight = False
             try:
+                if not in_flight:
+                    self._send(leader, offset)
+                in_flight = False
                 fetched = self.client.receive_fetch(leader).get(self.tp)
-            except KafkaClientError as e:
+            except KafkaClientError as e:  # the leader is gone: ask who leads now
+                in_flight = False
                 failures = self._failed(failures, str(e))
-                self.client.forget_leader(leader)
-                leader = self.client.leader_for(self.tp)
+                leader = self._new_leader(leader, failures)
                 continue
             if fetched is None or fetched.error_code != ErrorCode.NONE:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if fetched is None else \
@@ -110,8 +113,7 @@ class PartitionReader:
                     raise KafkaClientError(f"Fetch {self.tp} at {offset}: {ErrorCode(code).name}",
                                            code)
                 failures = self._failed(failures, ErrorCode(code).name)
-                self.client.forget_leader(leader)
-                leader = self.client.leader_for(self.tp)
+                leader = self._new_leader(leader, failures)
                 continue
             records = fetched.records if fetched.records is not None else b""
             self.bytes_fetched += len(records)
@@ -123,8 +125,11 @@ class PartitionReader:
                     break
                 continue
             if next_offset < until:
-                self._send(leader, next_offset)
-                in_flight = True
+                try:
+                    self._send(leader, next_offset)
+                    in_flight = True
+                except KafkaClientError:  # sent again, and handled, by the next round
+                    pass
             failures = 0
             self._progress_at = time.monotonic()
             next_offset, first = cols.add_records(records, offset, until, fetched.aborted_transactions)
@@ -136,9 +141,19 @@ class PartitionReader:
             if cols.num_rows >= self.max_rows or cols.data_bytes >= MAX_ARROW_DATA_BYTES:
                 yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
         if in_flight:  # the range ended inside the response; drain the pipelined Fetch
-            self.client.receive_fetch(leader)
+            try:
+                self.client.receive_fetch(leader)
+            except KafkaClientError:
+                pass  # the range is read; the connection is closed with the client
         if cols.num_rows:
             yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
+
+    def _new_leader(self, leader: int, failures: int) -> int:
+        """After an error from `leader`: drop its connection, back off (a dead leader stays
+        in the metadata until the controller moves its partitions) and ask who leads."""
+        self.client.forget_leader(leader)
+        time.sleep(min(self.opts.retry_backoff_ms * failures, 1000) / 1000.0)
+        return self.client.leader_for(self.tp)
 
     def _failed(self, failures: int, why: str) -> int:
         waited_ms = (time.monotonic() - self._progress_at) * 1000
