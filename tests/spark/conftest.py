@@ -11,6 +11,7 @@ marker and are skipped when pyspark or pyarrow is missing.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import sys
@@ -32,6 +33,15 @@ def spark_env() -> dict[str, str]:
     return {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
+
+
+def load_example(name: str) -> Any:
+    """examples/<name>.py as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def new_spark_session(app: str, temp_dir: Path) -> Any:
