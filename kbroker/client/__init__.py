@@ -12,13 +12,21 @@ from kbroker.client.client import (
     KafkaClient,
     TopicPartition,
 )
-from kbroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
+from kbroker.client.connection import (
+    AuthenticationError,
+    BrokerConnection,
+    KafkaClientError,
+    UnsupportedVersionError,
+)
+from kbroker.client.sasl import ConnectionSecurity
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "AuthenticationError",
     "BrokerConnection",
     "ClusterMetadata",
+    "ConnectionSecurity",
     "FetchedPartition",
     "KafkaClient",
     "KafkaClientError",

@@ -11,7 +11,9 @@ speaks. Fetch stays at v12 or lower so requests name topics rather than topic id
 
 Errors that a metadata refresh can cure (NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION while a topic is being created...)
-are retried a bounded number of times; others raise KafkaClientError.
+are retried a bounded number of times; others raise KafkaClientError. Connections are
+secured as `security` says (kbroker.client.sasl: TLS, SASL PLAIN or SCRAM); a failed
+authentication raises AuthenticationError at once, never retried.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kbroker.client.connection import BrokerConnection, KafkaClientError
+from kbroker.client.connection import AuthenticationError, BrokerConnection, KafkaClientError
+from kbroker.client.sasl import ConnectionSecurity
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.api_key import ApiKey
@@ -34,7 +37,9 @@ from kbroker.protocol.messages.produce import ProduceRequest
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "AuthenticationError",
     "ClusterMetadata",
+    "ConnectionSecurity",
     "FetchedPartition",
     "KafkaClient",
     "KafkaClientError",
@@ -107,7 +112,9 @@ class KafkaClient:
 
     def __init__(self, bootstrap_servers: str, client_id: str = "kbroker-client",
                  request_timeout_ms: int = 30000, retries: int = 20,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100,
+                 security: ConnectionSecurity | None = None) -> None:
+        self.security = security
         self.bootstrap = [_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
         if not self.bootstrap:
             raise ValueError("no bootstrap servers")
@@ -139,8 +146,11 @@ class KafkaClient:
         errors = []
         for host, port in [*self.bootstrap, *self.cluster.brokers.values()]:
             try:
-                self._any = BrokerConnection(host, port, self.client_id, self.timeout_s)
+                self._any = BrokerConnection(host, port, self.client_id, self.timeout_s,
+                                             self.security)
                 return self._any
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:
                 errors.append(str(e))
         raise KafkaClientError("no broker reachable: " + "; ".join(errors),
@@ -152,7 +162,7 @@ class KafkaClient:
             address = self.cluster.brokers.get(node_id)
             if address is None:
                 raise KafkaClientError(f"unknown broker {node_id}", ErrorCode.LEADER_NOT_AVAILABLE)
-            conn = BrokerConnection(*address, self.client_id, self.timeout_s)
+            conn = BrokerConnection(*address, self.client_id, self.timeout_s, self.security)
             self._connections[node_id] = conn
         return conn
 
@@ -185,6 +195,8 @@ class KafkaClient:
                     allow_auto_topic_creation=allow_auto_topic_creation)
                 response = conn.request(request, version)
                 break
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:
                 self._drop(conn)
                 self._backoff(attempt, "Metadata", str(e))
@@ -243,6 +255,8 @@ class KafkaClient:
                     continue
                 try:
                     answers = send(leader, {tp: todo[tp] for tp in tps})
+                except AuthenticationError:
+                    raise
                 except KafkaClientError as e:
                     self.forget_leader(leader)
                     retry.update((tp, todo[tp]) for tp in tps)
@@ -353,6 +367,8 @@ class KafkaClient:
                 version = conn.version_for(ApiKey.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS)
                 response = conn.request(InitProducerIdRequest(
                     transactional_id=None, transaction_timeout_ms=-1), version)
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:
                 self._drop(conn)
                 self._backoff(attempt, "InitProducerId", str(e))

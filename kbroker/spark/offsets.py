@@ -33,11 +33,13 @@ from typing import TypeVar
 from kbroker.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    AuthenticationError,
     KafkaClient,
     KafkaClientError,
     TopicPartition,
 )
 from kbroker.spark.options import EARLIEST, LATEST, ClientOptions, OffsetSpec, SourceOptions
+from kbroker.spark.security import connection_security
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,7 +84,8 @@ class OffsetRange:
 def new_client(opts: ClientOptions) -> KafkaClient:
     return KafkaClient(opts.bootstrap_servers, client_id=opts.client_id,
                        request_timeout_ms=opts.request_timeout_ms,
-                       retry_backoff_ms=opts.retry_backoff_ms)
+                       retry_backoff_ms=opts.retry_backoff_ms,
+                       security=connection_security(opts.security))
 
 
 class OffsetPlanner:
@@ -112,6 +115,8 @@ class OffsetPlanner:
         for attempt in range(retries + 1):
             try:
                 return call()
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:
                 if attempt >= retries:
                     raise

@@ -46,11 +46,16 @@ kafka.max.request.size (default 1048576: bytes per Produce request and the large
 record), kafka.partitioner.class (Kafka's DefaultPartitioner, UniformStickyPartitioner
 or RoundRobinPartitioner), kafka.partitioner.ignore.keys.
 
+Security (both sides; kbroker.spark.security): kafka.security.protocol PLAINTEXT |
+SSL | SASL_PLAINTEXT | SASL_SSL, kafka.sasl.mechanism PLAIN | SCRAM-SHA-256 |
+SCRAM-SHA-512 with kafka.sasl.jaas.config, PEM trust and key stores (kafka.ssl.*),
+kafka.ssl.endpoint.identification.algorithm.
+
 Other kafka.* keys only tune Kafka's JVM clients (max.poll.records, linger.ms,
 buffer.memory, ...): they are accepted and named in one warning, as Kafka's
 clients log the configs they do not use. Keys that ask for a feature this client
-lacks (deserializers, interceptors, auto commit, transactional.id, SASL/SSL
-protocols) are refused.
+lacks (deserializers, interceptors, auto commit, transactional.id, GSSAPI and
+OAUTHBEARER, JKS and PKCS12 stores, Java classes) are refused.
 
 Offsets JSON is Spark's: {"topic": {"partition": offset}}; partitions sorted.
 """
@@ -65,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbroker.client import TopicPartition
+from kbroker.spark.security import SecurityOptionError, SecurityOptions, security_options
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +143,7 @@ class ClientOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS  # kafkaConsumer.pollTimeoutMs
     offset_retries: int = 3  # fetchOffset.numRetries
     offset_retry_interval_ms: int = 10  # fetchOffset.retryIntervalMs
+    security: SecurityOptions = SecurityOptions()  # kafka.security.protocol, sasl.*, ssl.*
 
 
 @dataclass(frozen=True)
@@ -236,15 +243,15 @@ def client_options(options: Mapping[str, str]) -> ClientOptions:
     for key, why in _UNSUPPORTED_KAFKA.items():
         if _get(options, key) is not None:
             raise OptionError(f"option {key} is not supported: {why}")
-    protocol = (_get(options, "kafka.security.protocol") or "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise OptionError(f"kafka.security.protocol={protocol}: only PLAINTEXT is supported "
-                          "(SASL and SSL are not implemented by kbroker's Spark client)")
+    try:
+        security = security_options(options)
+    except SecurityOptionError as e:
+        raise OptionError(str(e)) from None
     isolation = (_get(options, "kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ISOLATION_LEVELS:
         raise OptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, "
                           f"not {isolation!r}")
-    kw: dict[str, Any] = {"isolation_level": ISOLATION_LEVELS[isolation]}
+    kw: dict[str, Any] = {"isolation_level": ISOLATION_LEVELS[isolation], "security": security}
     for key, attr in (("kafka.request.timeout.ms", "request_timeout_ms"),
                       ("kafka.retry.backoff.ms", "retry_backoff_ms"),
                       ("kafka.max.partition.fetch.bytes", "max_partition_fetch_bytes"),
@@ -366,7 +373,8 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
     if _get(options, "groupIdPrefix") is not None:
         log.warning("kbroker source: groupIdPrefix is accepted but not used: the source "
                     "reads without a consumer group")
-    warn_unused(options, _CLIENT_KAFKA | _SOURCE_KAFKA | {"kafka.group.id"}, "source")
+    warn_unused(options, _CLIENT_KAFKA | _SOURCE_KAFKA | {"kafka.group.id"} |
+                client.security.used_keys(), "source")
     sub = _subscription(options)
     if streaming:
         for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
@@ -423,7 +431,7 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
     if _bool(options, "kafka.partitioner.ignore.keys", False) and partitioner == PARTITION_BY_KEY:
         partitioner = PARTITION_STICKY
     max_request_size = _int(options, "kafka.max.request.size", 1) or 1 << 20
-    warn_unused(options, _CLIENT_KAFKA | _SINK_KAFKA, "sink")
+    warn_unused(options, _CLIENT_KAFKA | _SINK_KAFKA | client.security.used_keys(), "sink")
     return SinkOptions(client=client, topic=_get(options, "topic"), acks=acks,
                        batch_size=_int(options, "kafka.batch.size", 1) or 1_000_000,
                        compression=COMPRESSION_TYPES[codec_name], idempotence=idempotence,

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from kbroker._core.batch_decode import scan_next_offset
-from kbroker.client import KafkaClient, KafkaClientError, TopicPartition
+from kbroker.client import AuthenticationError, KafkaClient, KafkaClientError, TopicPartition
 from kbroker.client.client import RETRIABLE
 from kbroker.common.error_code import ErrorCode
 from kbroker.spark.arrow import new_decoder, record_batch
@@ -98,6 +98,8 @@ class PartitionReader:
                     self._send(leader, offset)
                 in_flight = False
                 fetched = self.client.receive_fetch(leader).get(self.tp)
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:  # the leader is gone: ask who leads now
                 in_flight = False
                 failures = self._failed(failures, str(e))

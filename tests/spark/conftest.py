@@ -5,7 +5,8 @@ loopback only, UI off, 2 shuffle partitions), with what Spark writes to /tmp
 otherwise (spark-*, blockmgr-*, native library copies) in its own pytest
 temporary directory (`spark_temp_dir`). `broker` is an embedded kbroker
 Broker on 127.0.0.1 with 3 partitions per auto-created topic; tests use their
-own topic names (`topic` fixture). Tests that need pyspark carry the `spark`
+own topic names (`topic` fixture). `pki` and `secure_broker` (a broker with SSL, mTLS,
+SASL_PLAINTEXT and SASL_SSL listeners) are tests/integration's security fixtures. Tests that need pyspark carry the `spark`
 marker and are skipped when pyspark or pyarrow is missing.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from kbroker.broker import Broker
+from tests.integration.security_support import pki, secure_broker  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 _names = itertools.count()

@@ -69,7 +69,10 @@ def test_source_options() -> None:
     ({**SERVERS, "subscribe": "a", "kafka.auto.offset.reset": "earliest"}, True,
      "not supported"),
     ({**SERVERS, "subscribe": "a", "maxTriggerDelay": "soon"}, True, "maxTriggerDelay"),
-    ({**SERVERS, "subscribe": "a", "kafka.security.protocol": "SSL"}, True, "PLAINTEXT"),
+    ({**SERVERS, "subscribe": "a", "kafka.security.protocol": "SSL",
+      "kafka.ssl.truststore.type": "JKS"}, True, "kafka.ssl.truststore.type=JKS"),
+    ({**SERVERS, "subscribe": "a", "kafka.security.protocol": "SASL_SSL"}, True,
+     "kafka.sasl.mechanism=GSSAPI"),
     ({**SERVERS, "assign": "[1]"}, True, "assign"),
 ])
 def test_bad_source_options(options: dict[str, str], streaming: bool, message: str) -> None:

@@ -274,7 +274,7 @@ def test_group_id_is_accepted(spark: Any, broker: Broker, topic: str) -> None:
     assert df.count() == 10
     with pytest.raises(Exception, match="not supported"):
         read(spark, servers, subscribe=topic, **{"kafka.enable.auto.commit": "true"}).count()
-    with pytest.raises(Exception, match="only PLAINTEXT"):
+    with pytest.raises(Exception, match="kafka.sasl.mechanism=GSSAPI"):
         read(spark, servers, subscribe=topic,
              **{"kafka.security.protocol": "SASL_SSL"}).count()
 
