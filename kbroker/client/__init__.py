@@ -10,6 +10,7 @@ from kbroker.client.client import (
     ClusterMetadata,
     FetchedPartition,
     KafkaClient,
+    PendingProduce,
     TopicPartition,
 )
 from kbroker.client.connection import (
@@ -30,6 +31,7 @@ __all__ = [
     "FetchedPartition",
     "KafkaClient",
     "KafkaClientError",
+    "PendingProduce",
     "TopicPartition",
     "UnsupportedVersionError",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "FetchedPartition",
     "KafkaClient",
     "KafkaClientError",
+    "PendingProduce",
     "TopicPartition",
 ]
 
@@ -393,19 +394,93 @@ class KafkaClient:
                     acks: int, timeout_ms: int) -> dict[TopicPartition, tuple[int, int]]:
         conn = self.connection(leader)
         version = conn.version_for(ApiKey.PRODUCE, *PRODUCE_VERSIONS)
-        topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
-        for tp, records in batches.items():
-            topics.setdefault(tp.topic, []).append(
-                ProduceRequest.PartitionProduceData(index=tp.partition, records=records))
-        request = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms,
-                                 topic_data=[ProduceRequest.TopicProduceData(name=n, partition_data=ps)
-                                             for n, ps in topics.items()])
+        request = _produce_request(batches, acks, timeout_ms)
         if acks == 0:
             conn.send(request, version, expect_response=False)
             return {tp: (ErrorCode.NONE, -1) for tp in batches}
-        response = conn.request(request, version)
-        return {TopicPartition(t.name, p.index): (p.error_code, p.base_offset)
-                for t in response.responses for p in t.partition_responses}
+        return _produce_answers(conn.request(request, version))
+
+    def send_produce(self, batches: Mapping[TopicPartition, bytes | bytearray | memoryview],
+                     acks: int = -1, timeout_ms: int = 30000) -> PendingProduce:
+        """produce() in two halves, so the caller works while the brokers append: the
+        requests are sent now (one per leader), PendingProduce.wait() reads the answers
+        and retries what failed, as produce() does. Wait before sending more to the same
+        partitions: with one request in flight, retries keep the records in order."""
+        pending = PendingProduce(self, dict(batches), acks, timeout_ms)
+        for leader, tps in self._by_leader(batches).items():
+            part = {tp: batches[tp] for tp in tps}
+            if leader < 0:
+                pending.failed.update(part)
+                continue
+            try:
+                conn = self.connection(leader)
+                conn.send(_produce_request(part, acks, timeout_ms),
+                          conn.version_for(ApiKey.PRODUCE, *PRODUCE_VERSIONS),
+                          expect_response=acks != 0)
+            except AuthenticationError:
+                raise
+            except KafkaClientError:
+                self.forget_leader(leader)
+                pending.failed.update(part)
+                continue
+            pending.sent.append((leader, conn, part))
+        return pending
+
+
+@dataclass
+class PendingProduce:
+    """Produce requests sent by KafkaClient.send_produce(), their answers not yet read."""
+
+    client: KafkaClient
+    batches: dict[TopicPartition, Any]
+    acks: int
+    timeout_ms: int
+    sent: list[tuple[int, BrokerConnection, dict[TopicPartition, Any]]] = field(default_factory=list)
+    failed: dict[TopicPartition, Any] = field(default_factory=dict)
+
+    def wait(self) -> dict[TopicPartition, int]:
+        """Base offsets (-1 with acks=0); what failed is produced again (produce())."""
+        result: dict[TopicPartition, int] = {}
+        retry = dict(self.failed)
+        for leader, conn, part in self.sent:
+            if self.acks == 0:
+                result.update((tp, -1) for tp in part)
+                continue
+            try:
+                answers = _produce_answers(conn.receive())
+            except AuthenticationError:
+                raise
+            except KafkaClientError:
+                self.client.forget_leader(leader)
+                retry.update(part)
+                continue
+            for tp, (code, offset) in answers.items():
+                if code == ErrorCode.NONE:
+                    result[tp] = offset
+                elif code in RETRIABLE:
+                    retry[tp] = part[tp]
+                else:
+                    raise KafkaClientError(f"Produce {tp}: {error_name(code)}", code)
+        if retry:
+            self.client.refresh_metadata({tp.topic for tp in retry})
+            result.update(self.client.produce(retry, self.acks, self.timeout_ms))
+        return result
+
+
+def _produce_request(batches: Mapping[TopicPartition, bytes | bytearray | memoryview], acks: int,
+                     timeout_ms: int) -> ProduceRequest:
+    topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+    for tp, records in batches.items():
+        topics.setdefault(tp.topic, []).append(
+            ProduceRequest.PartitionProduceData(index=tp.partition, records=records))
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+                          topic_data=[ProduceRequest.TopicProduceData(name=n, partition_data=ps)
+                                      for n, ps in topics.items()])
+
+
+def _produce_answers(response: Any) -> dict[TopicPartition, tuple[int, int]]:
+    return {TopicPartition(t.name, p.index): (p.error_code, p.base_offset)
+            for t in response.responses for p in t.partition_responses}
 
 
 def _host_port(server: str) -> tuple[str, int]:

@@ -10,7 +10,9 @@ be written back as it is.
 Each Spark task encodes its Arrow batches into v2 record batches in Cython
 (kbroker._core.batch_encode, CRC-32C) and sends them with Produce (acks=all by
 default), one batch per partition per request and at most kafka.max.request.size
-bytes per request, in order. Rows go to their `partition` when it is set, else as
+bytes per request, in order, one request in flight: its answer is read when the next
+request is ready (the Arrow batch that follows handed over by Spark and encoded
+meanwhile) or when the task ends. Rows go to their `partition` when it is set, else as
 kafka.partitioner.class says: by default murmur2(key) like the Java client and
 librdkafka's murmur2_random, null keys to one random partition per Arrow batch
 (sticky, like the Java client). kafka.compression.type compresses each batch's
@@ -56,7 +58,7 @@ from kbroker._core.batch_encode import (
     encode_batches,
     frame_batch,
 )
-from kbroker.client import KafkaClient, KafkaClientError, TopicPartition
+from kbroker.client import KafkaClient, KafkaClientError, PendingProduce, TopicPartition
 from kbroker.records import compression
 from kbroker.spark.offsets import new_client
 from kbroker.spark.options import OptionError, SinkOptions, sink_options
@@ -153,11 +155,24 @@ class RecordBatchProducer:
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[TopicPartition, int] = {}
+        self._pending: PendingProduce | None = None
         if opts.idempotence:
             self.producer_id, self.producer_epoch = self.client.init_producer_id()
 
-    def close(self) -> None:
-        self.client.close()
+    def flush(self) -> None:
+        """Wait for the last Produce sent (write() returns with it in flight, so the broker
+        appends while Spark hands over the next Arrow batch and it is encoded)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
+
+    def close(self, flush: bool = True) -> None:
+        """flush() first, unless the task is failing anyway (flush=False)."""
+        try:
+            if flush:
+                self.flush()
+        finally:
+            self.client.close()
 
     def partition_count(self, topic: str) -> int:
         n = self._partitions.get(topic)
@@ -219,7 +234,8 @@ class RecordBatchProducer:
                 round_[tp] = framed
                 size += len(framed)
                 q.pop(0)
-            self.client.produce(round_, acks=opts.acks)
+            self.flush()  # one request in flight: a retry cannot overtake a later batch
+            self._pending = self.client.send_produce(round_, acks=opts.acks)
             for tp, framed in round_.items():
                 if self.producer_id >= 0:
                     self._sequences[tp] = self._sequences.get(tp, 0) + _record_count(framed)
@@ -259,13 +275,16 @@ class _KafkaWriterBase:
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         producer = RecordBatchProducer(self.opts)
+        done = False
         try:
             for batch in iterator:
                 if batch.num_columns != len(self.columns):
                     batch = batch.select(self.columns)
                 producer.write(batch)
+            producer.flush()
+            done = True
         finally:
-            producer.close()
+            producer.close(flush=done)
         return KafkaCommitMessage(producer.records, producer.batches)
 
 
