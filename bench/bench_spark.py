@@ -26,7 +26,10 @@ bytes) the run measures, each after a warm-up, as medians of the repeats:
                        again, 4 partitions, .count(): the ceiling of any Python data
                        source on this Spark, whatever it reads from
 
-and the ratios of issue 22: source-count against the goal of 3M rows/s, parquet-floor
+Beside each median: the CPU seconds it took in this process (the driver's Python and the
+embedded broker), in Spark's JVM and in the pyspark Python workers (from /proc, the
+workers' reaped children included; a worker that ends unreaped is missed), which
+tells where the time goes even on a busy machine. And the ratios of issue 22: source-count against the goal of 3M rows/s, parquet-floor
 time over source-parquet time (goal: the source within 1.3x of the floor), sink and
 sink-lz4 against 3M rows/s, and each against its confluent-kafka peer. The machine is
 shared: compare the ratios of one run, not the absolute rates of two.
@@ -211,7 +214,7 @@ def time_consumer(servers: str, topic: str, count: int) -> float:
             for m in consumer.consume(10_000, 1.0):
                 if m.error() is None:
                     seen += 1
-                    payload += len(m.value())
+                    payload += len(m.value() or b"")
         return time.perf_counter() - t0
     finally:
         consumer.close()
@@ -241,10 +244,68 @@ def end_offsets(servers: str, topic: str) -> dict[TopicPartition, int]:
         planner.close()
 
 
-def measure(repeats: int, run: Callable[[], float], warm_up: bool = True) -> list[float]:
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    return kids
+
+
+def cpu_by_kind() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of this process ("driver_broker": the driver's Python and the
+    broker), Spark's JVMs and the pyspark workers (with the children they reaped), by pid.
+    Linux only ({} elsewhere)."""
+    if not Path("/proc/self/stat").exists():
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    kids, stack = _children(), [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        stack += kids.get(pid, [])
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        own, reaped = (int(fields[11]) + int(fields[12])) / tick, \
+            (int(fields[13]) + int(fields[14])) / tick
+        if pid == os.getpid():
+            out[pid] = ("driver_broker", own)
+        elif b"java" in cmd:
+            out[pid] = ("jvm", own + reaped)
+        elif b"pyspark" in cmd:
+            out[pid] = ("python_workers", own + reaped)
+    return out
+
+
+def cpu_between(before: dict[int, tuple[str, float]],
+                after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds by kind between two cpu_by_kind(): processes that ended in between
+    (and were not reaped by one still here) are missed, so figures are lower bounds."""
+    out = {"driver_broker": 0.0, "jvm": 0.0, "python_workers": 0.0}
+    for pid, (kind, seconds) in after.items():
+        start = before.get(pid, (kind, 0.0))[1]
+        out[kind] += max(0.0, seconds - start)
+    return out
+
+
+def measure(repeats: int, cpu: dict[str, list[dict[str, float]]], name: str,
+            run: Callable[[], float], warm_up: bool = True) -> list[float]:
     if warm_up:
         run()
-    return [run() for _ in range(repeats)]
+    secs = []
+    for _ in range(repeats):
+        before = cpu_by_kind()
+        secs.append(run())
+        after = cpu_by_kind()
+        cpu.setdefault(name, []).append(cpu_between(before, after))
+    return secs
 
 
 class WorkerProfiler:
@@ -317,28 +378,29 @@ def run_size(spark: Any, servers: str, tmp: Path, value_bytes: int, count: int, 
              ratios: list[dict[str, Any]]) -> None:
     topic = f"bench-{value_bytes}"
     runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[dict[str, float]]] = {}
     # the sink fills `topic` (the warm-up); each repeat writes a topic of its own
     sink_topics = iter(f"{topic}-sink-{i}" for i in range(100))
     time_sink(spark, servers, topic, count, value_bytes)
     ends = end_offsets(servers, topic)
     assert sum(ends.values()) == count, ends
-    runs["sink"] = measure(repeats, lambda: time_sink(
+    runs["sink"] = measure(repeats, cpu, "sink", lambda: time_sink(
         spark, servers, next(sink_topics), count, value_bytes), warm_up=False)
-    runs["sink-lz4"] = measure(repeats, lambda: time_sink(
+    runs["sink-lz4"] = measure(repeats, cpu, "sink-lz4", lambda: time_sink(
         spark, servers, next(sink_topics), count, value_bytes, "lz4"))
-    runs["confluent-producer"] = measure(repeats, lambda: time_producer(
+    runs["confluent-producer"] = measure(repeats, cpu, "confluent-producer", lambda: time_producer(
         servers, next(sink_topics), count, value_bytes))
-    runs["source-count"] = measure(repeats, lambda: time_source_count(
+    runs["source-count"] = measure(repeats, cpu, "source-count", lambda: time_source_count(
         spark, servers, topic, count))
-    runs["source-parquet"] = measure(repeats, lambda: time_source_parquet(
+    runs["source-parquet"] = measure(repeats, cpu, "source-parquet", lambda: time_source_parquet(
         spark, servers, topic, tmp / "source.parquet"))
-    runs["parquet-floor"] = measure(repeats, lambda: time_floor(
+    runs["parquet-floor"] = measure(repeats, cpu, "parquet-floor", lambda: time_floor(
         spark, count, value_bytes, topic, tmp / "floor.parquet"))
-    runs["confluent-consumer"] = measure(repeats, lambda: time_consumer(
+    runs["confluent-consumer"] = measure(repeats, cpu, "confluent-consumer", lambda: time_consumer(
         servers, topic, count))
-    runs["fetch-decode"] = measure(repeats, lambda: time_fetch_decode(
+    runs["fetch-decode"] = measure(repeats, cpu, "fetch-decode", lambda: time_fetch_decode(
         servers, topic, ends))
-    runs["arrow-source-count"] = measure(repeats, lambda: time_ceiling(
+    runs["arrow-source-count"] = measure(repeats, cpu, "arrow-source-count", lambda: time_ceiling(
         spark, count, value_bytes))
     if profile:
         out_dir = Path(profile)
@@ -351,10 +413,13 @@ def run_size(spark: Any, servers: str, tmp: Path, value_bytes: int, count: int, 
     rate = {name: count / m for name, m in medians.items()}
     print(f"{count:,} records of {value_bytes} B (medians of {repeats}):", flush=True)
     for name, secs in runs.items():
+        # the CPU split of the median run
+        split = cpu[name][sorted(range(len(secs)), key=secs.__getitem__)[len(secs) // 2]]
         results.append({"case": name, "value_bytes": value_bytes, "records": count,
                         "seconds": secs, "median_seconds": medians[name],
-                        "rows_per_s": rate[name]})
-        print(f"  {name:20} {rate[name]:>12,.0f} rows/s  {secs}", flush=True)
+                        "rows_per_s": rate[name], "cpu_seconds": split})
+        print(f"  {name:20} {rate[name]:>12,.0f} rows/s  {medians[name]:6.2f} s; CPU s: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in split.items()), flush=True)
     r = {"value_bytes": value_bytes,
          "source_count_vs_goal": rate["source-count"] / GOAL_ROWS_PER_S,
          "source_count_vs_confluent_consumer":
