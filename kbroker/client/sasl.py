@@ -6,27 +6,30 @@
 says so), SASL_PLAINTEXT or SASL_SSL (then SaslHandshake v1 and SaslAuthenticate
 with the mechanism, as Kafka's clients authenticate).
 
-Mechanisms: PLAIN (RFC 4616: one token, `NUL user NUL password`) and SCRAM-SHA-256 /
-SCRAM-SHA-512 (RFC 5802, RFC 7677: client-first, client-final; the server's
-signature is checked, so a broker that does not know the password cannot pretend).
-A failed authentication raises AuthenticationError, which callers do not retry.
+Mechanisms: PLAIN (RFC 4616: one token, `NUL user NUL password`) here; SCRAM-SHA-256 /
+SCRAM-SHA-512 through the caller's `scram` factory (kbroker.security.scram's
+ScramClient, which this layer cannot import), any object whose step(challenge) gives
+the next token (None: done) and raises SaslClientError when the broker's answer does
+not prove it knows the password. A failed authentication raises AuthenticationError,
+which callers do not retry.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import secrets
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-__all__ = ["MECHANISMS", "PROTOCOLS", "ConnectionSecurity", "PlainClient", "ScramClient",
-           "is_sasl", "is_tls"]
+__all__ = ["MECHANISMS", "PROTOCOLS", "ConnectionSecurity", "PlainClient", "SaslClient",
+           "SaslClientError", "is_sasl", "is_tls"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISMS = ("PLAIN", *_SCRAM_HASHES)
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class SaslClient(Protocol):
+    def step(self, challenge: bytes | None) -> bytes | None: ...
 
 
 def is_tls(protocol: str) -> bool:
@@ -44,6 +47,8 @@ class ConnectionSecurity:
     sasl_mechanism: str = "PLAIN"  # SASL_*
     username: str = ""
     password: str = field(default="", repr=False)
+    # SCRAM: (mechanism, username, password) -> a SaslClient
+    scram: Callable[[str, str, str], SaslClient] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -52,6 +57,8 @@ class ConnectionSecurity:
             raise ValueError(f"{self.protocol} needs an ssl_context")
         if self.uses_sasl and self.sasl_mechanism not in MECHANISMS:
             raise ValueError(f"SASL mechanism {self.sasl_mechanism!r} is not one of {MECHANISMS}")
+        if self.uses_sasl and self.sasl_mechanism != "PLAIN" and self.scram is None:
+            raise ValueError(f"{self.sasl_mechanism} needs a scram client factory")
 
     @property
     def uses_tls(self) -> bool:
@@ -61,10 +68,11 @@ class ConnectionSecurity:
     def uses_sasl(self) -> bool:
         return is_sasl(self.protocol)
 
-    def sasl_client(self) -> PlainClient | ScramClient:
+    def sasl_client(self) -> SaslClient:
         if self.sasl_mechanism == "PLAIN":
             return PlainClient(self.username, self.password)
-        return ScramClient(self.sasl_mechanism, self.username, self.password)
+        assert self.scram is not None
+        return self.scram(self.sasl_mechanism, self.username, self.password)
 
 
 class SaslClientError(Exception):
@@ -82,61 +90,3 @@ class PlainClient:
             return self._token
         self.complete = True
         return None
-
-
-class ScramClient:
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
-        self._hash = _SCRAM_HASHES[mechanism]
-        self._password = password.encode()
-        name = username.replace("=", "=3D").replace(",", "=2C")
-        self._nonce = secrets.token_urlsafe(24)
-        self._first_bare = f"n={name},r={self._nonce}"
-        self._server_signature = b""
-        self._state = 0
-        self.complete = False
-
-    def _hmac(self, key: bytes, data: bytes) -> bytes:
-        return hmac.new(key, data, self._hash).digest()
-
-    def step(self, challenge: bytes | None) -> bytes | None:
-        if self._state == 0:
-            self._state = 1
-            return f"n,,{self._first_bare}".encode()
-        if self._state == 1:
-            self._state = 2
-            return self._final(challenge or b"")
-        if self._state == 2:
-            attrs = _attributes(challenge or b"")
-            if "e" in attrs:
-                raise SaslClientError(f"the broker refused the SCRAM proof: {attrs['e']}")
-            signature = base64.b64decode(attrs.get("v", ""))
-            if not hmac.compare_digest(signature, self._server_signature):
-                raise SaslClientError("the broker's SCRAM signature is wrong: it does not "
-                                      "know the password")
-            self._state, self.complete = 3, True
-            return None
-        raise SaslClientError("SCRAM exchange already complete")
-
-    def _final(self, server_first: bytes) -> bytes:
-        attrs = _attributes(server_first)
-        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i", "")
-        if not nonce.startswith(self._nonce) or salt is None or not iterations.isdigit():
-            raise SaslClientError("invalid SCRAM server-first message")
-        salted = hashlib.pbkdf2_hmac(self._hash, self._password, base64.b64decode(salt),
-                                     int(iterations))
-        client_key = self._hmac(salted, b"Client Key")
-        stored_key = hashlib.new(self._hash, client_key).digest()
-        without_proof = f"c=biws,r={nonce}"
-        auth_message = f"{self._first_bare},{server_first.decode()},{without_proof}".encode()
-        signature = self._hmac(stored_key, auth_message)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        self._server_signature = self._hmac(self._hmac(salted, b"Server Key"), auth_message)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-
-def _attributes(message: bytes) -> dict[str, str]:
-    try:
-        text = message.decode()
-    except UnicodeDecodeError:
-        raise SaslClientError("invalid SCRAM message") from None
-    return {item[0]: item[2:] for item in text.split(",") if len(item) >= 2 and item[1] == "="}

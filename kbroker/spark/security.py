@@ -33,10 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kbroker.client import ConnectionSecurity
-from kbroker.client.sasl import PROTOCOLS, is_sasl, is_tls
+from kbroker.client.sasl import PROTOCOLS, SaslClientError, is_sasl, is_tls
 from kbroker.common.config_def import ConfigError
 from kbroker.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas
 from kbroker.security.principal import parse_principal_rules
+from kbroker.security.scram import ScramClient, ScramError
 from kbroker.security.settings import SslSettings
 from kbroker.security.tls import client_context
 
@@ -187,6 +188,27 @@ def _ssl(options: Mapping[str, str]) -> dict[str, object]:
             "cipher_suites": _list(get("kafka.ssl.cipher.suites"))}
 
 
+class ScramSteps:
+    """kbroker.security.scram's ScramClient as kbroker.client's connections drive a
+    mechanism: step(challenge) gives the next token, None once the server is verified."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self._scram = ScramClient(mechanism, username, password)
+        self._step = 0
+
+    def step(self, challenge: bytes | None) -> bytes | None:
+        self._step += 1
+        try:
+            if self._step == 1:
+                return self._scram.first()
+            if self._step == 2:
+                return self._scram.final(challenge or b"")
+            self._scram.verify(challenge or b"")
+            return None
+        except ScramError as e:
+            raise SaslClientError(str(e)) from None
+
+
 @functools.lru_cache(maxsize=16)
 def connection_security(opts: SecurityOptions) -> ConnectionSecurity | None:
     """What kbroker.client does on each connection; the SSL context is built once per
@@ -207,4 +229,4 @@ def connection_security(opts: SecurityOptions) -> ConnectionSecurity | None:
         except ConfigError as e:
             raise SecurityOptionError(str(e)) from None
     return ConnectionSecurity(opts.protocol, context, opts.sasl_mechanism, opts.username,
-                              opts.password)
+                              opts.password, ScramSteps)

@@ -166,9 +166,15 @@ def test_client_authentication_errors_are_not_retried(secure_broker: Broker, pki
             with pytest.raises(AuthenticationError, match=message):
                 client.all_topics()
         assert time.monotonic() - started < 10, listener
-    with KafkaClient(endpoint(secure_broker, "SASL_PLAINTEXT"), security=ConnectionSecurity(
-            "SASL_PLAINTEXT", None, "SCRAM-SHA-512", "bob", "bob-scram")) as client:
-        assert isinstance(client.all_topics(), list)
+    for mechanism, user, password in (("SCRAM-SHA-512", "bob", "bob-scram"),
+                                      ("SCRAM-SHA-256", "alice", "alice-scram"),
+                                      ("PLAIN", "admin", "admin-secret")):
+        security = connection_security(security_options({
+            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": jaas(SCRAM, user, password)}))
+        assert isinstance(security, ConnectionSecurity)
+        with KafkaClient(endpoint(secure_broker, "SASL_PLAINTEXT"), security=security) as client:
+            assert isinstance(client.all_topics(), list)
 
 
 SERVERS = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
