@@ -29,10 +29,18 @@ class BinaryColumn:
 class Int32Column:
     def __init__(self, valid: Any, values: Any, start: int) -> None: ...
 
+class Int64Column:
+    def __init__(self, valid: Any, values: Any, start: int) -> None: ...
+
+PARTITION_BY_KEY: int
+PARTITION_STICKY: int
+PARTITION_ROUND_ROBIN: int
+
 class HeadersColumn:
     def __init__(self, lists: Int32Column, keys: BinaryColumn, values: BinaryColumn) -> None: ...
 
 def encode_batches(num_rows: int, keys: BinaryColumn | None, values: BinaryColumn,
                    partitions: Int32Column | None, headers: HeadersColumn | None,
                    num_partitions: int, null_key_partition: int, timestamp: int,
-                   max_batch_bytes: int) -> list[tuple[int, bytes]]: ...
+                   max_batch_bytes: int, timestamps: Int64Column | None = ...,
+                   partitioner: int = ...) -> list[tuple[int, bytes]]: ...

@@ -23,11 +23,15 @@ Arrow input columns are handed over as buffers (see BinaryColumn):
     key, value        binary: validity bitmap (None: all valid) | int32 offsets | data
     partition         int32 (+ validity): an explicit partition wins when not null
     headers           list<struct<key string, value binary>>
+    timestamps        int64 milliseconds (+ validity): a null takes the call's timestamp
 
-Partition of a row: its explicit partition if given; else, for a non-null key,
-murmur2(key) & 0x7fffffff modulo the partition count - the Java client's default
-partitioner and librdkafka's murmur2_random, so keyed rows land where those clients
-put them; else (null key) the caller's sticky partition for this call.
+Partition of a row: its explicit partition if given; else, by `partitioner`:
+PARTITION_BY_KEY (Kafka's default): for a non-null key, murmur2(key) & 0x7fffffff
+modulo the partition count - the Java client's default partitioner and librdkafka's
+murmur2_random, so keyed rows land where those clients put them; for a null key the
+caller's sticky partition for this call. PARTITION_STICKY (UniformStickyPartitioner,
+partitioner.ignore.keys): every row to the sticky partition. PARTITION_ROUND_ROBIN
+(RoundRobinPartitioner): rows in turn over the partitions, from the sticky one on.
 
 murmur2 (Austin Appleby's MurmurHash2, 32-bit, as Kafka uses it): seed 0x9747b28c,
 m = 0x5bd1e995, r = 24; h = seed ^ len; each little-endian 4-byte word k:
@@ -35,9 +39,11 @@ k *= m; k ^= k >> r; k *= m; h *= m; h ^= k; then the 1-3 tail bytes are xored i
 (byte 2 << 16, byte 1 << 8, byte 0) followed by h *= m; finally h ^= h >> 13;
 h *= m; h ^= h >> 15.
 
-Arrow batches: baseOffset 0, partitionLeaderEpoch -1, no producer id; all records
-of one call share one timestamp (CreateTime). A batch is closed when it would
-exceed max_batch_bytes (a single larger record gets a batch of its own).
+Arrow batches: baseOffset 0, partitionLeaderEpoch -1, no producer id (the caller
+reframes them for idempotence or compression, see frame_batch); CreateTime
+timestamps, the batch's baseTimestamp its first record's and maxTimestamp the
+largest. A batch is closed when it would exceed max_batch_bytes (a single larger
+record gets a batch of its own).
 """
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
@@ -155,11 +161,13 @@ cdef class BinaryColumn:
         return self.data + self.offsets[j]
 
 
-cdef class Int32Column:
+cdef class _FixedColumn:
+    """Borrowed Arrow fixed-width column: (validity | None, values, array offset)."""
+
     cdef Py_buffer valid_view, values_view
     cdef bint has_valid
     cdef const unsigned char *valid
-    cdef const int32_t *values
+    cdef const void *buffer
     cdef Py_ssize_t start
 
     def __cinit__(self, valid, values, Py_ssize_t start):
@@ -169,7 +177,7 @@ cdef class Int32Column:
             self.has_valid = True
             self.valid = <const unsigned char *>self.valid_view.buf
         PyObject_GetBuffer(values, &self.values_view, PyBUF_ANY_CONTIGUOUS)
-        self.values = <const int32_t *>self.values_view.buf
+        self.buffer = self.values_view.buf
 
     def __dealloc__(self):
         if self.has_valid:
@@ -179,6 +187,30 @@ cdef class Int32Column:
     cdef inline bint is_null(self, Py_ssize_t i) noexcept:
         cdef Py_ssize_t j = i + self.start
         return self.has_valid and not (self.valid[j >> 3] >> (j & 7)) & 1
+
+
+cdef class Int32Column(_FixedColumn):
+    cdef const int32_t *values
+
+    def __cinit__(self, valid, values, Py_ssize_t start):
+        self.values = <const int32_t *>self.buffer
+
+
+cdef class Int64Column(_FixedColumn):
+    cdef const int64_t *values
+
+    def __cinit__(self, valid, values, Py_ssize_t start):
+        self.values = <const int64_t *>self.buffer
+
+
+cdef enum:
+    BY_KEY = 0
+    STICKY = 1
+    ROUND_ROBIN = 2
+
+PARTITION_BY_KEY = BY_KEY
+PARTITION_STICKY = STICKY
+PARTITION_ROUND_ROBIN = ROUND_ROBIN
 
 
 cdef class HeadersColumn:
@@ -316,6 +348,7 @@ cdef class _Builder:
 
     cdef Buf buf
     cdef int32_t count
+    cdef int64_t base_timestamp, max_timestamp
 
     def __dealloc__(self):
         free(self.buf.data)
@@ -325,15 +358,15 @@ cdef class _Builder:
         self.count = 0
         return buf_reserve(&self.buf, 0)
 
-    cdef bytes finish(self, int64_t timestamp):
+    cdef bytes finish(self):
         cdef Header h
         h.base_offset = 0
         h.partition_leader_epoch = -1
         h.magic = 2
         h.attributes = 0
         h.last_offset_delta = self.count - 1
-        h.base_timestamp = timestamp
-        h.max_timestamp = timestamp
+        h.base_timestamp = self.base_timestamp
+        h.max_timestamp = self.max_timestamp
         h.producer_id = -1
         h.producer_epoch = -1
         h.base_sequence = -1
@@ -348,20 +381,26 @@ cdef class _Builder:
 
 def encode_batches(Py_ssize_t num_rows, BinaryColumn keys, BinaryColumn values,
                    Int32Column partitions, HeadersColumn headers, int num_partitions,
-                   int null_key_partition, int64_t timestamp, Py_ssize_t max_batch_bytes):
+                   int null_key_partition, int64_t timestamp, Py_ssize_t max_batch_bytes,
+                   Int64Column timestamps=None, int partitioner=BY_KEY):
     """Encode rows into record batches; returns a list of (partition, batch bytes) in
-    row order per partition. keys/partitions/headers may be None."""
+    row order per partition. keys/partitions/headers/timestamps may be None."""
     cdef list builders = [None] * num_partitions
     cdef list out = []
     cdef _Builder b
-    cdef Py_ssize_t i, klen, vlen, total, h0, h1
+    cdef Py_ssize_t i, klen, vlen, h0, h1
+    cdef Py_ssize_t total = 0
     cdef const unsigned char *k
     cdef const unsigned char *v
     cdef int partition
+    cdef int next_partition = null_key_partition
+    cdef int64_t ts
     cdef bint key_null, value_null
     cdef unsigned char *p
     if not 0 <= null_key_partition < num_partitions:
         raise ValueError(f"null_key_partition {null_key_partition} of {num_partitions}")
+    if partitioner != BY_KEY and partitioner != STICKY and partitioner != ROUND_ROBIN:
+        raise ValueError(f"unknown partitioner {partitioner}")
     for i in range(num_rows):
         key_null = keys is None or keys.is_null(i)
         if not key_null:
@@ -374,10 +413,17 @@ def encode_batches(Py_ssize_t num_rows, BinaryColumn keys, BinaryColumn values,
             if not 0 <= partition < num_partitions:
                 raise ValueError(f"partition {partition} does not exist "
                                  f"(the topic has {num_partitions})")
-        elif not key_null:
+        elif partitioner == ROUND_ROBIN:
+            partition = next_partition
+            next_partition = (next_partition + 1) % num_partitions
+        elif not key_null and partitioner == BY_KEY:
             partition = (murmur2_c(k, klen) & 0x7FFFFFFF) % num_partitions
         else:
             partition = null_key_partition
+        if timestamps is not None and not timestamps.is_null(i):
+            ts = timestamps.values[i + timestamps.start]
+        else:
+            ts = timestamp
         value_null = values.is_null(i)
         if not value_null:
             v = values.value(i, &vlen)
@@ -393,27 +439,34 @@ def encode_batches(Py_ssize_t num_rows, BinaryColumn keys, BinaryColumn values,
         if headers is not None and not headers.lists.is_null(i):
             h0 = headers.lists.values[i + headers.lists.start]
             h1 = headers.lists.values[i + headers.lists.start + 1]
-        total = _record_size(b.count, klen, vlen, headers, h0, h1)
+        if b.count > 0:
+            total = _record_size(b.count, ts - b.base_timestamp, klen, vlen, headers, h0, h1)
         if b.count > 0 and b.buf.size + total > max_batch_bytes:
-            out.append((partition, b.finish(timestamp)))
+            out.append((partition, b.finish()))
             b.start()
-            total = _record_size(0, klen, vlen, headers, h0, h1)
+        if b.count == 0:
+            b.base_timestamp = b.max_timestamp = ts
+            total = _record_size(0, 0, klen, vlen, headers, h0, h1)
+        elif ts > b.max_timestamp:
+            b.max_timestamp = ts
         buf_reserve(&b.buf, total)
-        p = _put_record(b.buf.data + b.buf.size, b.count, k, klen, v, vlen, headers, h0, h1)
+        p = _put_record(b.buf.data + b.buf.size, b.count, ts - b.base_timestamp, k, klen, v,
+                        vlen, headers, h0, h1)
         b.buf.size = p - b.buf.data
         b.count += 1
     for partition in range(num_partitions):
         b = builders[partition]
         if b is not None and b.count > 0:
-            out.append((partition, b.finish(timestamp)))
+            out.append((partition, b.finish()))
     return out
 
 
-cdef Py_ssize_t _body_size(int32_t offset_delta, Py_ssize_t klen, Py_ssize_t vlen,
-                           HeadersColumn headers, Py_ssize_t h0, Py_ssize_t h1):
+cdef Py_ssize_t _body_size(int32_t offset_delta, int64_t timestamp_delta, Py_ssize_t klen,
+                           Py_ssize_t vlen, HeadersColumn headers, Py_ssize_t h0,
+                           Py_ssize_t h1):
     """Bytes of one Arrow row's record after its length prefix."""
     cdef Py_ssize_t body, h, hk, hv
-    body = record_head_size(0, offset_delta, klen, vlen, h1 - h0)
+    body = record_head_size(timestamp_delta, offset_delta, klen, vlen, h1 - h0)
     for h in range(h0, h1):
         headers.keys.value(h, &hk)
         body += nullable_size(hk)
@@ -425,22 +478,26 @@ cdef Py_ssize_t _body_size(int32_t offset_delta, Py_ssize_t klen, Py_ssize_t vle
     return body
 
 
-cdef Py_ssize_t _record_size(int32_t offset_delta, Py_ssize_t klen, Py_ssize_t vlen,
-                             HeadersColumn headers, Py_ssize_t h0, Py_ssize_t h1):
-    cdef Py_ssize_t body = _body_size(offset_delta, klen, vlen, headers, h0, h1)
+cdef Py_ssize_t _record_size(int32_t offset_delta, int64_t timestamp_delta, Py_ssize_t klen,
+                             Py_ssize_t vlen, HeadersColumn headers, Py_ssize_t h0,
+                             Py_ssize_t h1):
+    cdef Py_ssize_t body = _body_size(offset_delta, timestamp_delta, klen, vlen, headers, h0,
+                                      h1)
     return varint_size(body) + body
 
 
 cdef unsigned char *_put_record(unsigned char *p, int32_t offset_delta,
-                                const unsigned char *k, Py_ssize_t klen,
+                                int64_t timestamp_delta, const unsigned char *k,
+                                Py_ssize_t klen,
                                 const unsigned char *v, Py_ssize_t vlen,
                                 HeadersColumn headers, Py_ssize_t h0, Py_ssize_t h1):
     """Write one Arrow row's record, its length prefix first."""
     cdef Py_ssize_t h, hk, hv
     cdef const unsigned char *hkp
     cdef const unsigned char *hvp
-    p = put_record_head(p, _body_size(offset_delta, klen, vlen, headers, h0, h1), 0,
-                        offset_delta, k, klen, v, vlen, h1 - h0)
+    p = put_record_head(p, _body_size(offset_delta, timestamp_delta, klen, vlen, headers, h0,
+                                      h1),
+                        timestamp_delta, offset_delta, k, klen, v, vlen, h1 - h0)
     for h in range(h0, h1):
         hkp = headers.keys.value(h, &hk)
         p = put_nullable(p, hkp, hk)

@@ -10,18 +10,28 @@ from kbroker.client.client import (
     ClusterMetadata,
     FetchedPartition,
     KafkaClient,
+    PendingProduce,
     TopicPartition,
 )
-from kbroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
+from kbroker.client.connection import (
+    AuthenticationError,
+    BrokerConnection,
+    KafkaClientError,
+    UnsupportedVersionError,
+)
+from kbroker.client.sasl import ConnectionSecurity
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "AuthenticationError",
     "BrokerConnection",
     "ClusterMetadata",
+    "ConnectionSecurity",
     "FetchedPartition",
     "KafkaClient",
     "KafkaClientError",
+    "PendingProduce",
     "TopicPartition",
     "UnsupportedVersionError",
 ]

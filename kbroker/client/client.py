@@ -1,4 +1,4 @@
-"""A small synchronous Kafka client: Metadata, ListOffsets, Fetch and Produce.
+"""A small synchronous Kafka client: Metadata, ListOffsets, Fetch, Produce, InitProducerId.
 
 It is what kbroker.spark needs and no more: no consumer groups, no background
 threads, no buffering. Fetch hands back each partition's records as raw wire bytes
@@ -11,7 +11,9 @@ speaks. Fetch stays at v12 or lower so requests name topics rather than topic id
 
 Errors that a metadata refresh can cure (NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION while a topic is being created...)
-are retried a bounded number of times; others raise KafkaClientError.
+are retried a bounded number of times; others raise KafkaClientError. Connections are
+secured as `security` says (kbroker.client.sasl: TLS, SASL PLAIN or SCRAM); a failed
+authentication raises AuthenticationError at once, never retried.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kbroker.client.connection import BrokerConnection, KafkaClientError
+from kbroker.client.connection import AuthenticationError, BrokerConnection, KafkaClientError
+from kbroker.client.sasl import ConnectionSecurity
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.api_key import ApiKey
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.produce import ProduceRequest
@@ -33,10 +37,13 @@ from kbroker.protocol.messages.produce import ProduceRequest
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "AuthenticationError",
     "ClusterMetadata",
+    "ConnectionSecurity",
     "FetchedPartition",
     "KafkaClient",
     "KafkaClientError",
+    "PendingProduce",
     "TopicPartition",
 ]
 
@@ -50,6 +57,7 @@ METADATA_VERSIONS = (1, 12)
 LIST_OFFSETS_VERSIONS = (1, 9)
 FETCH_VERSIONS = (4, 12)
 PRODUCE_VERSIONS = (3, 11)
+INIT_PRODUCER_ID_VERSIONS = (0, 4)
 
 RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -105,7 +113,9 @@ class KafkaClient:
 
     def __init__(self, bootstrap_servers: str, client_id: str = "kbroker-client",
                  request_timeout_ms: int = 30000, retries: int = 20,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100,
+                 security: ConnectionSecurity | None = None) -> None:
+        self.security = security
         self.bootstrap = [_host_port(s) for s in bootstrap_servers.split(",") if s.strip()]
         if not self.bootstrap:
             raise ValueError("no bootstrap servers")
@@ -137,8 +147,11 @@ class KafkaClient:
         errors = []
         for host, port in [*self.bootstrap, *self.cluster.brokers.values()]:
             try:
-                self._any = BrokerConnection(host, port, self.client_id, self.timeout_s)
+                self._any = BrokerConnection(host, port, self.client_id, self.timeout_s,
+                                             self.security)
                 return self._any
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:
                 errors.append(str(e))
         raise KafkaClientError("no broker reachable: " + "; ".join(errors),
@@ -150,7 +163,7 @@ class KafkaClient:
             address = self.cluster.brokers.get(node_id)
             if address is None:
                 raise KafkaClientError(f"unknown broker {node_id}", ErrorCode.LEADER_NOT_AVAILABLE)
-            conn = BrokerConnection(*address, self.client_id, self.timeout_s)
+            conn = BrokerConnection(*address, self.client_id, self.timeout_s, self.security)
             self._connections[node_id] = conn
         return conn
 
@@ -183,6 +196,8 @@ class KafkaClient:
                     allow_auto_topic_creation=allow_auto_topic_creation)
                 response = conn.request(request, version)
                 break
+            except AuthenticationError:
+                raise
             except KafkaClientError as e:
                 self._drop(conn)
                 self._backoff(attempt, "Metadata", str(e))
@@ -241,6 +256,8 @@ class KafkaClient:
                     continue
                 try:
                     answers = send(leader, {tp: todo[tp] for tp in tps})
+                except AuthenticationError:
+                    raise
                 except KafkaClientError as e:
                     self.forget_leader(leader)
                     retry.update((tp, todo[tp]) for tp in tps)
@@ -339,6 +356,32 @@ class KafkaClient:
 
     # Produce
 
+    def init_producer_id(self) -> tuple[int, int]:
+        """A producer id and epoch for an idempotent producer (no transactional id), from
+        any broker; retriable errors (COORDINATOR_LOAD_IN_PROGRESS...) are retried."""
+        retriable = RETRIABLE | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 ErrorCode.NOT_COORDINATOR}
+        for attempt in range(self.retries + 1):
+            conn = self._any_connection()
+            try:
+                version = conn.version_for(ApiKey.INIT_PRODUCER_ID, *INIT_PRODUCER_ID_VERSIONS)
+                response = conn.request(InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=-1), version)
+            except AuthenticationError:
+                raise
+            except KafkaClientError as e:
+                self._drop(conn)
+                self._backoff(attempt, "InitProducerId", str(e))
+                continue
+            if response.error_code == ErrorCode.NONE:
+                return response.producer_id, response.producer_epoch
+            if response.error_code not in retriable:
+                raise KafkaClientError(f"InitProducerId: {error_name(response.error_code)}",
+                                       response.error_code)
+            self._backoff(attempt, "InitProducerId", error_name(response.error_code))
+        raise AssertionError("unreachable")
+
     def produce(self, batches: Mapping[TopicPartition, bytes | bytearray | memoryview],
                 acks: int = -1, timeout_ms: int = 30000) -> dict[TopicPartition, int]:
         """Append one record batch (v2 wire bytes) per partition; returns base offsets
@@ -351,19 +394,93 @@ class KafkaClient:
                     acks: int, timeout_ms: int) -> dict[TopicPartition, tuple[int, int]]:
         conn = self.connection(leader)
         version = conn.version_for(ApiKey.PRODUCE, *PRODUCE_VERSIONS)
-        topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
-        for tp, records in batches.items():
-            topics.setdefault(tp.topic, []).append(
-                ProduceRequest.PartitionProduceData(index=tp.partition, records=records))
-        request = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms,
-                                 topic_data=[ProduceRequest.TopicProduceData(name=n, partition_data=ps)
-                                             for n, ps in topics.items()])
+        request = _produce_request(batches, acks, timeout_ms)
         if acks == 0:
             conn.send(request, version, expect_response=False)
             return {tp: (ErrorCode.NONE, -1) for tp in batches}
-        response = conn.request(request, version)
-        return {TopicPartition(t.name, p.index): (p.error_code, p.base_offset)
-                for t in response.responses for p in t.partition_responses}
+        return _produce_answers(conn.request(request, version))
+
+    def send_produce(self, batches: Mapping[TopicPartition, bytes | bytearray | memoryview],
+                     acks: int = -1, timeout_ms: int = 30000) -> PendingProduce:
+        """produce() in two halves, so the caller works while the brokers append: the
+        requests are sent now (one per leader), PendingProduce.wait() reads the answers
+        and retries what failed, as produce() does. Wait before sending more to the same
+        partitions: with one request in flight, retries keep the records in order."""
+        pending = PendingProduce(self, dict(batches), acks, timeout_ms)
+        for leader, tps in self._by_leader(batches).items():
+            part = {tp: batches[tp] for tp in tps}
+            if leader < 0:
+                pending.failed.update(part)
+                continue
+            try:
+                conn = self.connection(leader)
+                conn.send(_produce_request(part, acks, timeout_ms),
+                          conn.version_for(ApiKey.PRODUCE, *PRODUCE_VERSIONS),
+                          expect_response=acks != 0)
+            except AuthenticationError:
+                raise
+            except KafkaClientError:
+                self.forget_leader(leader)
+                pending.failed.update(part)
+                continue
+            pending.sent.append((leader, conn, part))
+        return pending
+
+
+@dataclass
+class PendingProduce:
+    """Produce requests sent by KafkaClient.send_produce(), their answers not yet read."""
+
+    client: KafkaClient
+    batches: dict[TopicPartition, Any]
+    acks: int
+    timeout_ms: int
+    sent: list[tuple[int, BrokerConnection, dict[TopicPartition, Any]]] = field(default_factory=list)
+    failed: dict[TopicPartition, Any] = field(default_factory=dict)
+
+    def wait(self) -> dict[TopicPartition, int]:
+        """Base offsets (-1 with acks=0); what failed is produced again (produce())."""
+        result: dict[TopicPartition, int] = {}
+        retry = dict(self.failed)
+        for leader, conn, part in self.sent:
+            if self.acks == 0:
+                result.update((tp, -1) for tp in part)
+                continue
+            try:
+                answers = _produce_answers(conn.receive())
+            except AuthenticationError:
+                raise
+            except KafkaClientError:
+                self.client.forget_leader(leader)
+                retry.update(part)
+                continue
+            for tp, (code, offset) in answers.items():
+                if code == ErrorCode.NONE:
+                    result[tp] = offset
+                elif code in RETRIABLE:
+                    retry[tp] = part[tp]
+                else:
+                    raise KafkaClientError(f"Produce {tp}: {error_name(code)}", code)
+        if retry:
+            self.client.refresh_metadata({tp.topic for tp in retry})
+            result.update(self.client.produce(retry, self.acks, self.timeout_ms))
+        return result
+
+
+def _produce_request(batches: Mapping[TopicPartition, bytes | bytearray | memoryview], acks: int,
+                     timeout_ms: int) -> ProduceRequest:
+    topics: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+    for tp, records in batches.items():
+        topics.setdefault(tp.topic, []).append(
+            ProduceRequest.PartitionProduceData(index=tp.partition, records=records))
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+                          topic_data=[ProduceRequest.TopicProduceData(name=n, partition_data=ps)
+                                      for n, ps in topics.items()])
+
+
+def _produce_answers(response: Any) -> dict[TopicPartition, tuple[int, int]]:
+    return {TopicPartition(t.name, p.index): (p.error_code, p.base_offset)
+            for t in response.responses for p in t.partition_responses}
 
 
 def _host_port(server: str) -> tuple[str, int]:

@@ -9,7 +9,13 @@ ResponseHeader v0 or v1 (ApiVersions responses always use v0); the versions come
 from kbroker.protocol.api_key. Bodies are the generated codecs of
 kbroker.protocol.messages.
 
-On connect the connection sends ApiVersions (v3, falling back to v0 when the broker
+On connect the connection does what its ConnectionSecurity (kbroker.client.sasl)
+says: a TLS handshake (SSL, SASL_SSL), then ApiVersions, then SaslHandshake v1 and
+SaslAuthenticate (SASL_PLAINTEXT, SASL_SSL), as Kafka's clients do. A certificate the
+client does not trust, a TLS alert or a SASL failure raise AuthenticationError (Kafka's
+AuthenticationException: not retriable), with the broker's message when it sent one.
+
+After that the connection sends ApiVersions (v3, falling back to v0 when the broker
 answers UNSUPPORTED_VERSION, as KIP-511 prescribes) and keeps the broker's ranges;
 `version_for()` picks the highest version both sides speak. Requests may be
 pipelined: `send()` several, then `receive()` their responses in order.
@@ -21,9 +27,11 @@ response are memoryviews into it, so fetched record batches are never copied.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
+from kbroker.client.sasl import ConnectionSecurity, SaslClientError
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
 from kbroker.protocol.codec import Reader, Writer
@@ -31,8 +39,11 @@ from kbroker.protocol.messages import RESPONSES
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
+from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
-__all__ = ["BrokerConnection", "KafkaClientError", "UnsupportedVersionError", "encode_request"]
+__all__ = ["AuthenticationError", "BrokerConnection", "KafkaClientError",
+           "UnsupportedVersionError", "encode_request"]
 
 _SIZE = struct.Struct(">i")
 MAX_FRAME_BYTES = 1 << 30
@@ -46,6 +57,15 @@ class KafkaClientError(Exception):
         self.error_code = int(error_code)
 
 
+class AuthenticationError(KafkaClientError):
+    """TLS or SASL authentication failed (Kafka's AuthenticationException): retrying with the
+    same settings cannot help, so callers raise it at once."""
+
+    def __init__(self, message: str,
+                 error_code: int = ErrorCode.SASL_AUTHENTICATION_FAILED) -> None:
+        super().__init__(message, error_code)
+
+
 class UnsupportedVersionError(KafkaClientError):
     """No version of an API is spoken by both the client and the broker."""
 
@@ -54,7 +74,7 @@ class BrokerConnection:
     """A blocking connection with ApiVersions negotiation; one user at a time."""
 
     def __init__(self, host: str, port: int, client_id: str = "kbroker-client",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, security: ConnectionSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -69,10 +89,59 @@ class BrokerConnection:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.api_versions: dict[int, tuple[int, int]] = {}
         try:
-            self._negotiate()
+            self._secure(security)
         except BaseException:
             self.close()
             raise
+
+    def _secure(self, security: ConnectionSecurity | None) -> None:
+        try:
+            if security is not None and security.uses_tls:
+                assert security.ssl_context is not None
+                self._sock = security.ssl_context.wrap_socket(self._sock,
+                                                              server_hostname=self.host)
+            self._negotiate()
+            if security is not None and security.uses_sasl:
+                self._authenticate(security)
+        except ssl.SSLError as e:
+            raise AuthenticationError(f"SSL handshake with {self.host}:{self.port} failed: "
+                                      f"{e.reason or e}") from None
+        except AuthenticationError:
+            raise
+        except KafkaClientError as e:
+            # TLS 1.3: a broker refusing the client's certificate says so (an alert, or a
+            # closed connection) only when the client first reads
+            if security is not None and security.uses_tls:
+                raise AuthenticationError(f"SSL handshake with {self.host}:{self.port} failed: "
+                                          f"{e} (is a client certificate required, or not "
+                                          "trusted?)") from None
+            raise
+
+    def _authenticate(self, security: ConnectionSecurity) -> None:
+        mechanism = security.sasl_mechanism
+        handshake = self.request(SaslHandshakeRequest(mechanism=mechanism),
+                                 self.version_for(ApiKey.SASL_HANDSHAKE, 1, 1))
+        if handshake.error_code != ErrorCode.NONE:
+            raise AuthenticationError(
+                f"{self.host}:{self.port} does not enable SASL mechanism {mechanism} "
+                f"(enabled: {', '.join(handshake.mechanisms or []) or 'none'}; "
+                f"{ErrorCode(handshake.error_code).name})", handshake.error_code)
+        version = self.version_for(ApiKey.SASL_AUTHENTICATE, 0, 2)
+        client = security.sasl_client()
+        try:
+            token = client.step(None)
+            while token is not None:
+                response = self.request(SaslAuthenticateRequest(auth_bytes=token), version)
+                if response.error_code != ErrorCode.NONE:
+                    raise AuthenticationError(
+                        f"SASL {mechanism} authentication of {security.username!r} with "
+                        f"{self.host}:{self.port} failed: "
+                        f"{response.error_message or ErrorCode(response.error_code).name}",
+                        response.error_code)
+                token = client.step(bytes(response.auth_bytes or b""))
+        except SaslClientError as e:
+            raise AuthenticationError(f"SASL {mechanism} with {self.host}:{self.port}: {e}") \
+                from None
 
     def close(self) -> None:
         self._sock.close()

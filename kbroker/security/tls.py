@@ -1,4 +1,5 @@
-"""An SSLContext for an SSL or SASL_SSL listener, from its PEM stores (Python's ssl, OpenSSL).
+"""An SSLContext for an SSL or SASL_SSL listener, from its PEM stores (Python's ssl, OpenSSL);
+and one for a client of such a listener (`client_context`, the Spark source and sink).
 
     ssl.keystore.location          PEM: private key (encrypted with ssl.key.password or not)
                                    and the certificate chain, the server's first
@@ -29,11 +30,34 @@ _CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL,
 
 def server_context(s: SslSettings) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _load_keystore(ctx, s)
+    _configure(ctx, s)
+    ctx.verify_mode = _CLIENT_AUTH[s.client_auth]
+    return ctx
+
+
+def client_context(s: SslSettings, check_hostname: bool) -> ssl.SSLContext:
+    """A client's context: the broker's certificate checked against the trust store (the
+    system's CAs when none is given) and, with `check_hostname` (Kafka's
+    ssl.endpoint.identification.algorithm=https), its name; the key store, when given,
+    is the client's certificate for mutual TLS. `s.client_auth` is not used."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = check_hostname
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    if s.keystore_location is not None or s.keystore_key is not None:
+        _load_keystore(ctx, s)
+    if s.truststore_location is None and s.truststore_certificates is None:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    _configure(ctx, s)
+    return ctx
+
+
+def _configure(ctx: ssl.SSLContext, s: SslSettings) -> None:
+    """Both sides: the TLS versions, the trust store, the cipher suites."""
     versions = sorted(_VERSIONS[v] for v in s.enabled_protocols)
     if not versions:
         raise ConfigError(f"{s.prefix}ssl.enabled.protocols: no TLS version enabled")
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
-    _load_keystore(ctx, s)
     try:
         if s.truststore_location is not None:
             ctx.load_verify_locations(cafile=s.truststore_location)
@@ -42,11 +66,9 @@ def server_context(s: SslSettings) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as e:
         key = "ssl.truststore.location" if s.truststore_location else "ssl.truststore.certificates"
         raise ConfigError(f"{s.prefix}{key}: cannot load the trust store: {_reason(e)}") from None
-    ctx.verify_mode = _CLIENT_AUTH[s.client_auth]
     if s.cipher_suites:
         ctx.set_ciphers(":".join(_openssl_cipher(ctx, s.prefix, name) for name in s.cipher_suites))
     ctx.options |= ssl.OP_NO_COMPRESSION
-    return ctx
 
 
 def _reason(e: BaseException) -> str:

@@ -17,9 +17,11 @@ writes need mode("append") (a Python data source has no ErrorIfExists mode).
 Needs pyspark >= 4.2 and pyarrow. Modules: source.py (the data source and its
 readers), partition_reader.py (one task's Fetch loop), arrow.py (Arrow batches
 from kbroker._core.batch_decode), offsets.py (planning), options.py, sink.py
-(writes via kbroker._core.batch_encode), session.py (a local SparkSession).
+(writes via kbroker._core.batch_encode), session.py (a local SparkSession),
+metrics.py (source_metrics: offsets behind latest from a query's progress).
 """
 
+from kbroker.spark.metrics import source_metrics
 from kbroker.spark.source import FORMAT, KafkaDataSource, register
 
-__all__ = ["FORMAT", "KafkaDataSource", "register"]
+__all__ = ["FORMAT", "KafkaDataSource", "register", "source_metrics"]

@@ -8,10 +8,16 @@ follow Spark's Kafka source:
 - `rate_limit`: maxOffsetsPerTrigger spread over partitions in proportion to each
   partition's backlog; a share below one record rounds up (no partition starves),
   others round down; never past the partition's latest offset.
-- `split_ranges`: minPartitions; each range gets round(size / total * minPartitions)
-  parts (at least one) of nearly equal size, the remainder going to the last parts.
-  Without minPartitions (or when there are already enough ranges) there is one range
-  per topic partition. Empty ranges are dropped.
+- `split_ranges`: maxRecordsPerPartition first splits each range into
+  ceil(size / maxRecordsPerPartition) parts; then, if there are fewer ranges than
+  minPartitions, the ranges whose share round(size / total * minPartitions) is one stay
+  whole and the others get round(size / rest * (minPartitions - whole ranges)) parts
+  (KafkaOffsetRangeCalculator). Parts are of nearly equal size, the remainder going to
+  the last parts. Without either option there is one range per topic partition. Empty
+  ranges are dropped.
+
+Offset lookups on the driver are retried fetchOffset.numRetries times,
+fetchOffset.retryIntervalMs apart, as Spark's KafkaOffsetReader retries them.
 """
 
 from __future__ import annotations
@@ -19,18 +25,24 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kbroker.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    AuthenticationError,
     KafkaClient,
+    KafkaClientError,
     TopicPartition,
 )
 from kbroker.spark.options import EARLIEST, LATEST, ClientOptions, OffsetSpec, SourceOptions
+from kbroker.spark.security import connection_security
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INTERNAL_TOPIC_PREFIX = "__"
 
@@ -72,7 +84,8 @@ class OffsetRange:
 def new_client(opts: ClientOptions) -> KafkaClient:
     return KafkaClient(opts.bootstrap_servers, client_id=opts.client_id,
                        request_timeout_ms=opts.request_timeout_ms,
-                       retry_backoff_ms=opts.retry_backoff_ms)
+                       retry_backoff_ms=opts.retry_backoff_ms,
+                       security=connection_security(opts.security))
 
 
 class OffsetPlanner:
@@ -96,7 +109,26 @@ class OffsetPlanner:
             self._client.close()
             self._client = None
 
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        """call(), retried fetchOffset.numRetries times after a client error."""
+        retries = self.opts.client.offset_retries
+        for attempt in range(retries + 1):
+            try:
+                return call()
+            except AuthenticationError:
+                raise
+            except KafkaClientError as e:
+                if attempt >= retries:
+                    raise
+                log.warning("%s failed (%s); retry %d of %d", what, e, attempt + 1, retries)
+                self.close()  # a fresh client: new connections, new metadata
+                time.sleep(self.opts.client.offset_retry_interval_ms / 1000.0)
+        raise AssertionError("unreachable")
+
     def topic_partitions(self) -> list[TopicPartition]:
+        return self._retrying("Metadata", self._topic_partitions)
+
+    def _topic_partitions(self) -> list[TopicPartition]:
         o = self.opts
         if o.strategy == "assign":
             return list(o.assigned)
@@ -110,15 +142,18 @@ class OffsetPlanner:
         return sorted(TopicPartition(t, p) for t in topics for p in found.get(t, []))
 
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return self.client.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}) if tps else {}
+        if not tps:
+            return {}
+        return self._retrying("ListOffsets", lambda: self.client.list_offsets(
+            {tp: EARLIEST_TIMESTAMP for tp in tps}))
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The high watermarks, or the last stable offsets under read_committed (Spark's
         consumer with isolation.level=read_committed plans up to those)."""
         if not tps:
             return {}
-        return self.client.list_offsets({tp: LATEST_TIMESTAMP for tp in tps},
-                                        self.opts.client.isolation_level)
+        return self._retrying("ListOffsets", lambda: self.client.list_offsets(
+            {tp: LATEST_TIMESTAMP for tp in tps}, self.opts.client.isolation_level))
 
     def resolve(self, spec: OffsetSpec, tps: list[TopicPartition],
                 starting: bool) -> dict[TopicPartition, int]:
@@ -154,7 +189,8 @@ class OffsetPlanner:
 
     def _by_timestamp(self, timestamps: dict[TopicPartition, int],
                       starting: bool) -> dict[TopicPartition, int]:
-        found = self.client.list_offsets(timestamps) if timestamps else {}
+        found = self._retrying("ListOffsets", lambda: self.client.list_offsets(
+            timestamps)) if timestamps else {}
         missing = [tp for tp, off in found.items() if off < 0]
         if not missing:
             return found
@@ -185,22 +221,43 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int],
     return ends
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """One range per partition, or more when minPartitions asks for more (module doc)."""
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` in `parts` nearly equal parts, the remainder going to the last ones."""
+    out = []
+    remaining = r.size
+    start = r.from_offset
+    for i in range(parts):
+        n = remaining // (parts - i)
+        remaining -= n
+        end = min(start + n, r.until_offset)
+        if end > start:
+            out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
+    return out
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    return max(math.floor(size / total * parts + 0.5), 1)  # Scala's math.round: half up
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
+                 max_records_per_partition: int | None = None) -> list[OffsetRange]:
+    """One range per partition, or more for maxRecordsPerPartition / minPartitions
+    (module doc)."""
     ranges = [r for r in ranges if r.size > 0]
+    if max_records_per_partition:
+        ranges = [part for r in ranges
+                  for part in _divide(r, -(-r.size // max_records_per_partition))]
     if not min_partitions or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
+    whole = [r for r in ranges if _part_count(r.size, total, min_partitions) == 1]
+    rest_total = total - sum(r.size for r in whole)
+    rest_parts = max(min_partitions - len(whole), 1)
     out = []
     for r in ranges:
-        parts = max(math.floor(r.size / total * min_partitions + 0.5), 1)  # half up
-        remaining = r.size
-        start = r.from_offset
-        for i in range(parts):
-            n = remaining // (parts - i)
-            remaining -= n
-            end = min(start + n, r.until_offset)
-            if end > start:
-                out.append(OffsetRange(r.topic, r.partition, start, end))
-            start = end
+        if r in whole:
+            out.append(r)
+        else:
+            out += _divide(r, _part_count(r.size, rest_total, rest_parts))
     return out

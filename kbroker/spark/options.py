@@ -1,6 +1,10 @@
 """The options of Spark's Kafka source and sink, parsed and checked up front.
 
-Source options (as Spark's built-in `kafka` format spells them; case-insensitive):
+Option names are case-insensitive, as Spark's are (keys are lowercased first).
+README "Spark" has the table of every option of Spark's Kafka guide and what
+kbroker does with it; in short:
+
+Source options (as Spark's built-in `kafka` format spells them):
 
     kafka.bootstrap.servers          host:port[,host:port...]  (required)
     subscribe | subscribePattern | assign   exactly one: "t1,t2" | a regex |
@@ -14,20 +18,44 @@ Source options (as Spark's built-in `kafka` format spells them; case-insensitive
     startingOffsetsByTimestampStrategy  error (default) | latest
     maxOffsetsPerTrigger             streaming: records per micro-batch, spread over
                                      partitions in proportion to their backlog
+    minOffsetsPerTrigger, maxTriggerDelay   streaming: skip triggers while fewer records
+                                     than this wait, unless maxTriggerDelay (default 15m)
+                                     passed since the last batch (Spark's delayBatch)
     minPartitions                    split large offset ranges into more Spark tasks
+    maxRecordsPerPartition           split ranges into tasks of at most this many offsets
     failOnDataLoss                   true (default) | false
     includeHeaders                   false (default) | true
+    kafkaConsumer.pollTimeoutMs      a task fails when a Fetch brings nothing for this
+                                     long (default 120000, spark.network.timeout)
+    fetchOffset.numRetries, fetchOffset.retryIntervalMs   driver offset lookups retried
+                                     (default 3 times, 10 ms apart)
+    groupIdPrefix, kafka.group.id    accepted with a warning: no consumer group is used
     kafka.*                          client settings: client.id, request.timeout.ms,
                                      max.partition.fetch.bytes, fetch.max.bytes,
-                                     fetch.max.wait.ms, check.crcs, retry.backoff.ms,
-                                     isolation.level: read_uncommitted (default) |
-                                     read_committed (offsets up to the last stable
-                                     offset; aborted transactions' records skipped)
+                                     fetch.min.bytes, fetch.max.wait.ms, check.crcs,
+                                     retry.backoff.ms, isolation.level: read_uncommitted
+                                     (default) | read_committed (offsets up to the last
+                                     stable offset; aborted transactions' records skipped)
     maxRecordsPerArrowBatch          kbroker's own: rows per Arrow batch (default 65536)
 
 Sink options: kafka.bootstrap.servers, topic (overrides a `topic` column),
 kafka.acks (default all), kafka.batch.size (bytes per record batch, default
-1000000, below the broker's default message.max.bytes), kafka.linger.ms (ignored).
+1000000), kafka.compression.type (none | gzip | snappy | lz4 | zstd),
+kafka.enable.idempotence (default: true when acks=all, as Kafka's producer),
+kafka.max.request.size (default 1048576: bytes per Produce request and the largest
+record), kafka.partitioner.class (Kafka's DefaultPartitioner, UniformStickyPartitioner
+or RoundRobinPartitioner), kafka.partitioner.ignore.keys.
+
+Security (both sides; kbroker.spark.security): kafka.security.protocol PLAINTEXT |
+SSL | SASL_PLAINTEXT | SASL_SSL, kafka.sasl.mechanism PLAIN | SCRAM-SHA-256 |
+SCRAM-SHA-512 with kafka.sasl.jaas.config, PEM trust and key stores (kafka.ssl.*),
+kafka.ssl.endpoint.identification.algorithm.
+
+Other kafka.* keys only tune Kafka's JVM clients (max.poll.records, linger.ms,
+buffer.memory, ...): they are accepted and named in one warning, as Kafka's
+clients log the configs they do not use. Keys that ask for a feature this client
+lacks (deserializers, interceptors, auto commit, transactional.id, GSSAPI and
+OAUTHBEARER, JKS and PKCS12 stores, Java classes) are refused.
 
 Offsets JSON is Spark's: {"topic": {"partition": offset}}; partitions sorted.
 """
@@ -35,12 +63,16 @@ Offsets JSON is Spark's: {"topic": {"partition": offset}}; partitions sorted.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kbroker.client import TopicPartition
+from kbroker.spark.security import SecurityOptionError, SecurityOptions, security_options
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
@@ -48,7 +80,6 @@ ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 # kafka.* consumer/producer settings that mean "use a feature this client does not have"
 _UNSUPPORTED_KAFKA = {
-    "kafka.group.id": "consumer groups are not used (offsets live in the checkpoint)",
     "kafka.auto.offset.reset": "use startingOffsets",
     "kafka.key.deserializer": "keys are always binary; cast in the query",
     "kafka.value.deserializer": "values are always binary; cast in the query",
@@ -56,7 +87,32 @@ _UNSUPPORTED_KAFKA = {
     "kafka.interceptor.classes": "not supported",
     "kafka.key.serializer": "keys are written as binary; cast in the query",
     "kafka.value.serializer": "values are written as binary; cast in the query",
+    "kafka.transactional.id": "Spark's Kafka sink does not write transactions",
 }
+
+# kafka.* keys this client honours (both sides; the source's and the sink's own below)
+_CLIENT_KAFKA = {"kafka.bootstrap.servers", "kafka.client.id", "kafka.request.timeout.ms",
+                 "kafka.retry.backoff.ms", "kafka.security.protocol"}
+_SOURCE_KAFKA = {"kafka.max.partition.fetch.bytes", "kafka.fetch.max.bytes",
+                 "kafka.fetch.min.bytes", "kafka.fetch.max.wait.ms", "kafka.check.crcs",
+                 "kafka.isolation.level"}
+_SINK_KAFKA = {"kafka.acks", "kafka.batch.size", "kafka.compression.type",
+               "kafka.enable.idempotence", "kafka.max.request.size",
+               "kafka.partitioner.class", "kafka.partitioner.ignore.keys"}
+
+COMPRESSION_TYPES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+# kafka.partitioner.class -> how rows without a partition are placed (batch_encode):
+# 0 murmur2(key), null keys sticky; 1 sticky, keys ignored; 2 round robin, keys ignored
+PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": 0,
+    "org.apache.kafka.clients.producer.UniformStickyPartitioner": 1,
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": 2,
+}
+PARTITION_BY_KEY, PARTITION_STICKY, PARTITION_ROUND_ROBIN = 0, 1, 2
+
+DEFAULT_POLL_TIMEOUT_MS = 120_000  # spark.network.timeout, Spark's default for the option
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
 
 
 class OptionError(ValueError):
@@ -83,6 +139,11 @@ class ClientOptions:
     fetch_max_wait_ms: int = 500
     check_crcs: bool = True
     isolation_level: int = 0  # 1: read_committed
+    fetch_min_bytes: int = 1
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS  # kafkaConsumer.pollTimeoutMs
+    offset_retries: int = 3  # fetchOffset.numRetries
+    offset_retry_interval_ms: int = 10  # fetchOffset.retryIntervalMs
+    security: SecurityOptions = SecurityOptions()  # kafka.security.protocol, sasl.*, ssl.*
 
 
 @dataclass(frozen=True)
@@ -97,6 +158,9 @@ class SourceOptions:
     by_timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     fail_on_data_loss: bool = True
     include_headers: bool = False
     max_records_per_arrow_batch: int = 65536
@@ -108,13 +172,46 @@ class SinkOptions:
     topic: str | None = None
     acks: int = -1
     batch_size: int = 1_000_000
+    compression: int = 0  # a kbroker.records.compression.Codec
+    idempotence: bool = True
+    max_request_size: int = 1 << 20
+    partitioner: int = PARTITION_BY_KEY
+
+
+def lowercase(options: Mapping[str, Any]) -> dict[str, str]:
+    """Option names as Spark compares them: case-insensitively (lowercased here)."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if value is not None:
+            out[str(key).lower()] = str(value)
+    return out
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
     value = options.get(name.lower())
-    if value is None:
-        value = options.get(name)
     return None if value is None else str(value)
+
+
+def warn_unused(options: Mapping[str, str], honoured: set[str], side: str) -> list[str]:
+    """One warning naming the kafka.* keys given but not used by this client (they tune
+    Kafka's JVM client only), as Kafka's clients log unused configs. Returns them."""
+    honoured_lower = {k.lower() for k in honoured}
+    unused = sorted(k for k in options if k.startswith("kafka.") and k not in honoured_lower)
+    if unused:
+        log.warning("kbroker %s: the configurations %s were supplied but are not used: they "
+                    "tune Kafka's JVM client, which kbroker does not run", side, unused)
+    return unused
+
+
+def time_ms(name: str, text: str) -> int:
+    """Spark's time strings (Utils.timeStringAsMs): 500, 500ms, 30s, 15m, 1h, 1d."""
+    m = re.fullmatch(r"\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*", text.lower())
+    if m is None:
+        raise OptionError(f"option {name} must be a time such as 500ms, 30s or 15m, "
+                          f"not {text!r}")
+    scale = {None: 1, "us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+             "h": 3_600_000, "d": 86_400_000}[m.group(2)]
+    return int(int(m.group(1)) * scale)
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -146,19 +243,24 @@ def client_options(options: Mapping[str, str]) -> ClientOptions:
     for key, why in _UNSUPPORTED_KAFKA.items():
         if _get(options, key) is not None:
             raise OptionError(f"option {key} is not supported: {why}")
-    protocol = (_get(options, "kafka.security.protocol") or "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise OptionError(f"kafka.security.protocol={protocol}: only PLAINTEXT is supported")
+    try:
+        security = security_options(options)
+    except SecurityOptionError as e:
+        raise OptionError(str(e)) from None
     isolation = (_get(options, "kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ISOLATION_LEVELS:
         raise OptionError(f"kafka.isolation.level must be read_uncommitted or read_committed, "
                           f"not {isolation!r}")
-    kw: dict[str, Any] = {"isolation_level": ISOLATION_LEVELS[isolation]}
+    kw: dict[str, Any] = {"isolation_level": ISOLATION_LEVELS[isolation], "security": security}
     for key, attr in (("kafka.request.timeout.ms", "request_timeout_ms"),
                       ("kafka.retry.backoff.ms", "retry_backoff_ms"),
                       ("kafka.max.partition.fetch.bytes", "max_partition_fetch_bytes"),
                       ("kafka.fetch.max.bytes", "fetch_max_bytes"),
-                      ("kafka.fetch.max.wait.ms", "fetch_max_wait_ms")):
+                      ("kafka.fetch.max.wait.ms", "fetch_max_wait_ms"),
+                      ("kafka.fetch.min.bytes", "fetch_min_bytes"),
+                      ("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms"),
+                      ("fetchOffset.numRetries", "offset_retries"),
+                      ("fetchOffset.retryIntervalMs", "offset_retry_interval_ms")):
         n = _int(options, key, 0)
         if n is not None:
             kw[attr] = n
@@ -261,7 +363,18 @@ def _offset_spec(options: Mapping[str, str], which: str, default: str,
 
 
 def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
+    options = lowercase(options)
     client = client_options(options)
+    if _get(options, "kafka.group.id") is not None:
+        log.warning("kbroker source: kafka.group.id=%s is accepted but not used: the source "
+                    "reads without a consumer group and keeps its offsets in the query's "
+                    "checkpoint (Spark warns against this option too)",
+                    _get(options, "kafka.group.id"))
+    if _get(options, "groupIdPrefix") is not None:
+        log.warning("kbroker source: groupIdPrefix is accepted but not used: the source "
+                    "reads without a consumer group")
+    warn_unused(options, _CLIENT_KAFKA | _SOURCE_KAFKA | {"kafka.group.id"} |
+                client.security.used_keys(), "source")
     sub = _subscription(options)
     if streaming:
         for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
@@ -279,6 +392,10 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
         by_timestamp_strategy=strategy,
         max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", 1),
         min_partitions=_int(options, "minPartitions", 1),
+        max_records_per_partition=_int(options, "maxRecordsPerPartition", 1),
+        min_offsets_per_trigger=_int(options, "minOffsetsPerTrigger", 0),
+        max_trigger_delay_ms=time_ms("maxTriggerDelay",
+                                     _get(options, "maxTriggerDelay") or "15m"),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
         max_records_per_arrow_batch=_int(options, "maxRecordsPerArrowBatch", 1) or 65536,
@@ -287,12 +404,38 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
 
 
 def sink_options(options: Mapping[str, str]) -> SinkOptions:
+    options = lowercase(options)
+    client = client_options(options)
     acks_text = (_get(options, "kafka.acks") or "all").strip().lower()
     acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(acks_text)
     if acks is None:
         raise OptionError(f"kafka.acks must be all, -1, 0 or 1, not {acks_text!r}")
-    return SinkOptions(client=client_options(options), topic=_get(options, "topic"), acks=acks,
-                       batch_size=_int(options, "kafka.batch.size", 1024) or 1_000_000)
+    codec_name = (_get(options, "kafka.compression.type") or "none").strip().lower()
+    if codec_name not in COMPRESSION_TYPES:
+        raise OptionError(f"kafka.compression.type must be one of {sorted(COMPRESSION_TYPES)}, "
+                          f"not {codec_name!r}")
+    # Kafka's producer: idempotent by default unless acks says otherwise; asked for
+    # explicitly with acks other than all, it is a configuration error
+    idempotence = _bool(options, "kafka.enable.idempotence", acks == -1)
+    if idempotence and acks != -1:
+        raise OptionError("kafka.enable.idempotence=true needs kafka.acks=all "
+                          f"(not {acks_text}), as Kafka's producer requires")
+    partitioner_class = _get(options, "kafka.partitioner.class")
+    partitioner = PARTITION_BY_KEY
+    if partitioner_class is not None:
+        partitioner_class = partitioner_class.strip()
+        if partitioner_class not in PARTITIONERS:
+            raise OptionError(f"kafka.partitioner.class={partitioner_class}: a Java class "
+                              f"cannot run here; kbroker knows {sorted(PARTITIONERS)}")
+        partitioner = PARTITIONERS[partitioner_class]
+    if _bool(options, "kafka.partitioner.ignore.keys", False) and partitioner == PARTITION_BY_KEY:
+        partitioner = PARTITION_STICKY
+    max_request_size = _int(options, "kafka.max.request.size", 1) or 1 << 20
+    warn_unused(options, _CLIENT_KAFKA | _SINK_KAFKA | client.security.used_keys(), "sink")
+    return SinkOptions(client=client, topic=_get(options, "topic"), acks=acks,
+                       batch_size=_int(options, "kafka.batch.size", 1) or 1_000_000,
+                       compression=COMPRESSION_TYPES[codec_name], idempotence=idempotence,
+                       max_request_size=max_request_size, partitioner=partitioner)
 
 
 def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

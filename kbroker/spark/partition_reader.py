@@ -7,6 +7,10 @@ are pipelined: as soon as a response arrives, the next offset is read from the
 batch headers and the next Fetch is sent before this one is decoded, so the
 broker prepares data while the task decodes.
 
+Leader changes: a connection error or a retriable error code (NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH...) drops the connection, backs off and refreshes the metadata
+to find the partition's leader, then fetches on from the same offset.
+
 Data loss (failOnDataLoss): a Fetch answered OFFSET_OUT_OF_RANGE below the log
 start offset, or records that begin past the requested offset while the log
 start offset is past it too, mean that retention removed offsets this range
@@ -16,6 +20,10 @@ above the high watermark (a truncated or recreated partition) end the range earl
 Gaps below the log start offset are not loss when they come from compaction or
 transaction markers; those are skipped silently, as Kafka consumers do.
 
+kafkaConsumer.pollTimeoutMs: a task that gets no records for that long (errors, empty
+answers below the high watermark) fails with a TimeoutError, as Spark's consumer does;
+Spark then retries the task.
+
 read_committed (kafka.isolation.level): Fetch asks for committed data (up to the last
 stable offset, which bounds the planned ranges too) and the decoder skips the batches of
 the aborted transactions the broker lists with each response.
@@ -24,12 +32,13 @@ the aborted transactions the broker lists with each response.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 
 from kbroker._core.batch_decode import scan_next_offset
-from kbroker.client import KafkaClient, KafkaClientError, TopicPartition
+from kbroker.client import AuthenticationError, KafkaClient, KafkaClientError, TopicPartition
 from kbroker.client.client import RETRIABLE
 from kbroker.common.error_code import ErrorCode
 from kbroker.spark.arrow import new_decoder, record_batch
@@ -59,6 +68,7 @@ class PartitionReader:
         self.client = client if client is not None else new_client(client_opts)
         self.partition_max_bytes = client_opts.max_partition_fetch_bytes
         self.bytes_fetched = 0
+        self._progress_at = time.monotonic()
 
     def close(self) -> None:
         if self._own_client:
@@ -73,26 +83,27 @@ class PartitionReader:
     def _send(self, leader: int, offset: int) -> None:
         self.client.send_fetch(leader, self.client.fetch_request(
             {self.tp: offset}, self.partition_max_bytes, max_wait_ms=self.opts.fetch_max_wait_ms,
-            min_bytes=1, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes),
+            min_bytes=self.opts.fetch_min_bytes, max_bytes=max(self.opts.fetch_max_bytes, self.partition_max_bytes),
             isolation_level=self.opts.isolation_level))
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         cols = new_decoder(self.schema, check_crcs=self.opts.check_crcs)
         offset, until = self.range.from_offset, self.range.until_offset
         leader = self.client.leader_for(self.tp)
-        self._send(leader, offset)
-        in_flight = True
+        in_flight = False
         failures = 0
         while offset < until:
-            if not in_flight:
-                self._send(leader, offset)
-            in_flight = False
             try:
+                if not in_flight:
+                    self._send(leader, offset)
+                in_flight = False
                 fetched = self.client.receive_fetch(leader).get(self.tp)
-            except KafkaClientError as e:
+            except AuthenticationError:
+                raise
+            except KafkaClientError as e:  # the leader is gone: ask who leads now
+                in_flight = False
                 failures = self._failed(failures, str(e))
-                self.client.forget_leader(leader)
-                leader = self.client.leader_for(self.tp)
+                leader = self._new_leader(leader, failures)
                 continue
             if fetched is None or fetched.error_code != ErrorCode.NONE:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if fetched is None else \
@@ -104,8 +115,7 @@ class PartitionReader:
                     raise KafkaClientError(f"Fetch {self.tp} at {offset}: {ErrorCode(code).name}",
                                            code)
                 failures = self._failed(failures, ErrorCode(code).name)
-                self.client.forget_leader(leader)
-                leader = self.client.leader_for(self.tp)
+                leader = self._new_leader(leader, failures)
                 continue
             records = fetched.records if fetched.records is not None else b""
             self.bytes_fetched += len(records)
@@ -117,9 +127,13 @@ class PartitionReader:
                     break
                 continue
             if next_offset < until:
-                self._send(leader, next_offset)
-                in_flight = True
+                try:
+                    self._send(leader, next_offset)
+                    in_flight = True
+                except KafkaClientError:  # sent again, and handled, by the next round
+                    pass
             failures = 0
+            self._progress_at = time.monotonic()
             next_offset, first = cols.add_records(records, offset, until, fetched.aborted_transactions)
             if first > offset and fetched.log_start_offset > offset:
                 report_data_loss(self.fail_on_data_loss,
@@ -129,11 +143,27 @@ class PartitionReader:
             if cols.num_rows >= self.max_rows or cols.data_bytes >= MAX_ARROW_DATA_BYTES:
                 yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
         if in_flight:  # the range ended inside the response; drain the pipelined Fetch
-            self.client.receive_fetch(leader)
+            try:
+                self.client.receive_fetch(leader)
+            except KafkaClientError:
+                pass  # the range is read; the connection is closed with the client
         if cols.num_rows:
             yield record_batch(cols.take(), self.tp.topic, self.tp.partition, self.schema)
 
+    def _new_leader(self, leader: int, failures: int) -> int:
+        """After an error from `leader`: drop its connection, back off (a dead leader stays
+        in the metadata until the controller moves its partitions) and ask who leads."""
+        self.client.forget_leader(leader)
+        time.sleep(min(self.opts.retry_backoff_ms * failures, 1000) / 1000.0)
+        return self.client.leader_for(self.tp)
+
     def _failed(self, failures: int, why: str) -> int:
+        waited_ms = (time.monotonic() - self._progress_at) * 1000
+        if waited_ms > self.opts.poll_timeout_ms:
+            raise TimeoutError(f"Cannot fetch records of {self.tp} at offset "
+                               f"{self.range.from_offset}..{self.range.until_offset - 1} in "
+                               f"{self.opts.poll_timeout_ms} milliseconds "
+                               f"(kafkaConsumer.pollTimeoutMs; last error: {why})")
         if failures + 1 >= MAX_ATTEMPTS:
             raise KafkaClientError(f"Fetch {self.tp}: {why} after {failures + 1} attempts")
         return failures + 1

@@ -1,18 +1,27 @@
 """Write DataFrames to topics, as Spark's Kafka sink does (at-least-once).
 
-Columns (as Spark's Kafka sink): value (binary or string, required), key (binary or
+Columns (as Spark's KafkaWriter): value (binary or string, required), key (binary or
 string, optional), topic (string; the `topic` option overrides it), partition (int,
-optional), headers (array<struct<key string, value binary>>, optional). Other
-columns are an error, as in Spark.
+optional), headers (array<struct<key string, value binary>>, optional), timestamp
+(timestamp, or double seconds; optional: the record's CreateTime, else now). Other
+columns are ignored, as Spark ignores them, so a DataFrame read from the source can
+be written back as it is.
 
 Each Spark task encodes its Arrow batches into v2 record batches in Cython
-(kbroker._core.batch_encode: uncompressed, CRC-32C, CreateTime = now) and sends
-them with Produce (acks=all by default), one batch per partition per request, in
-order. Rows go to their `partition` when it is set, else to murmur2(key) like the
-Java client and librdkafka's murmur2_random, else (null key) to one random partition
-per Arrow batch (sticky, like the Java client). Produce errors that a retry can cure
-are retried; a task that fails is retried by Spark and may write its rows again:
-at-least-once, no idempotent producer, nothing to do at commit.
+(kbroker._core.batch_encode, CRC-32C) and sends them with Produce (acks=all by
+default), one batch per partition per request and at most kafka.max.request.size
+bytes per request, in order, one request in flight: its answer is read when the next
+request is ready (the Arrow batch that follows handed over by Spark and encoded
+meanwhile) or when the task ends. Rows go to their `partition` when it is set, else as
+kafka.partitioner.class says: by default murmur2(key) like the Java client and
+librdkafka's murmur2_random, null keys to one random partition per Arrow batch
+(sticky, like the Java client). kafka.compression.type compresses each batch's
+records with the broker's codecs. Idempotence (kafka.enable.idempotence, on by
+default with acks=all as in Kafka's producer): each task takes a producer id with
+InitProducerId and numbers its batches per partition, so a Produce retried after a
+lost answer is not written twice. Errors that a retry can cure are retried; a task
+that fails is retried by Spark with a new producer id and may write its rows again:
+at-least-once, as Spark's sink, nothing to do at commit.
 """
 
 from __future__ import annotations
@@ -33,25 +42,38 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DoubleType,
     IntegerType,
     StringType,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
-from kbroker._core.batch_encode import BinaryColumn, HeadersColumn, Int32Column, encode_batches
-from kbroker.client import KafkaClient, KafkaClientError, TopicPartition
+from kbroker._core.batch_encode import (
+    BinaryColumn,
+    HeadersColumn,
+    Int32Column,
+    Int64Column,
+    encode_batches,
+    frame_batch,
+)
+from kbroker.client import KafkaClient, KafkaClientError, PendingProduce, TopicPartition
+from kbroker.records import compression
 from kbroker.spark.offsets import new_client
 from kbroker.spark.options import OptionError, SinkOptions, sink_options
 
-SINK_COLUMNS = ("key", "value", "topic", "partition", "headers")
+SINK_COLUMNS = ("key", "value", "topic", "partition", "headers", "timestamp")
 METADATA_ATTEMPTS = 50
+HEADER_SIZE = 61  # the v2 batch header; records start after it
+
+
+class RecordTooLargeError(ValueError):
+    """A record larger than kafka.max.request.size (Kafka's RecordTooLargeException)."""
 
 
 def check_schema(schema: StructType, opts: SinkOptions) -> None:
-    names = schema.fieldNames()
-    extra = [n for n in names if n not in SINK_COLUMNS]
-    if extra:
-        raise OptionError(f"columns {extra} cannot be written; the sink takes {SINK_COLUMNS}")
+    """Spark's KafkaWriter.validateQuery: the columns it writes, with their types."""
     types = {f.name: f.dataType for f in schema.fields}
     if "value" not in types:
         raise OptionError("a value column (binary or string) is required")
@@ -70,6 +92,24 @@ def check_schema(schema: StructType, opts: SinkOptions) -> None:
             [f.name for f in t.elementType.fields] == ["key", "value"]
         if not ok:
             raise OptionError("column headers must be array<struct<key string, value binary>>")
+    if "timestamp" in types and not isinstance(types["timestamp"], (
+            TimestampType, TimestampNTZType, DoubleType)):
+        raise OptionError(f"column timestamp must be a timestamp or a double, "
+                          f"not {types['timestamp']}")
+
+
+def _timestamp_ms(array: pa.Array) -> Int64Column:
+    """Record timestamps in ms from a timestamp column (any unit) or double seconds,
+    truncated as Spark's writer does (micros / 1000)."""
+    if pa.types.is_timestamp(array.type):
+        micros = array.cast(pa.timestamp("us", array.type.tz)).view(pa.int64())
+    else:
+        micros = pc.cast(pc.multiply(array, 1_000_000.0), pa.int64(), safe=False)
+    millis = pc.divide(micros, 1000)  # integer division truncates, as the JVM's
+    if millis.type != pa.int64():
+        millis = millis.cast(pa.int64())
+    valid, values = millis.buffers()[:2]
+    return Int64Column(valid, values, millis.offset)
 
 
 def _binary_column(array: pa.Array) -> BinaryColumn:
@@ -112,9 +152,27 @@ class RecordBatchProducer:
         self._partitions: dict[str, int] = {}
         self.records = 0
         self.batches = 0
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._sequences: dict[TopicPartition, int] = {}
+        self._pending: PendingProduce | None = None
+        if opts.idempotence:
+            self.producer_id, self.producer_epoch = self.client.init_producer_id()
 
-    def close(self) -> None:
-        self.client.close()
+    def flush(self) -> None:
+        """Wait for the last Produce sent (write() returns with it in flight, so the broker
+        appends while Spark hands over the next Arrow batch and it is encoded)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
+
+    def close(self, flush: bool = True) -> None:
+        """flush() first, unless the task is failing anyway (flush=False)."""
+        try:
+            if flush:
+                self.flush()
+        finally:
+            self.client.close()
 
     def partition_count(self, topic: str) -> int:
         n = self._partitions.get(topic)
@@ -147,36 +205,86 @@ class RecordBatchProducer:
     def _write_topic(self, topic: str, batch: pa.RecordBatch) -> None:
         names = batch.schema.names
         n = self.partition_count(topic)
+        opts = self.opts
         encoded = encode_batches(
             batch.num_rows,
             _binary_column(batch.column("key")) if "key" in names else None,
             _binary_column(batch.column("value")),
             _int32_column(batch.column("partition")) if "partition" in names else None,
             _headers_column(batch.column("headers")) if "headers" in names else None,
-            n, random.randrange(n), int(time.time() * 1000), self.opts.batch_size)
+            n, random.randrange(n), int(time.time() * 1000),
+            min(opts.batch_size, opts.max_request_size),
+            _timestamp_ms(batch.column("timestamp")) if "timestamp" in names else None,
+            opts.partitioner)
         queues: dict[int, list[bytes]] = {}
         for partition, records in encoded:
+            if len(records) > opts.max_request_size:  # a record of its own, too large
+                raise RecordTooLargeError(
+                    f"a record to {topic} is {len(records) - HEADER_SIZE} bytes when "
+                    f"serialized, larger than kafka.max.request.size ({opts.max_request_size})")
             queues.setdefault(partition, []).append(records)
         while queues:  # one batch per partition per Produce request, in order
-            round_ = {TopicPartition(topic, p): q.pop(0) for p, q in queues.items()}
-            self.client.produce(round_, acks=self.opts.acks)
+            round_: dict[TopicPartition, bytes] = {}
+            size = 0
+            for p, q in queues.items():
+                tp = TopicPartition(topic, p)
+                framed = self._frame(tp, q[0])
+                if round_ and size + len(framed) > opts.max_request_size:
+                    break
+                round_[tp] = framed
+                size += len(framed)
+                q.pop(0)
+            self.flush()  # one request in flight: a retry cannot overtake a later batch
+            self._pending = self.client.send_produce(round_, acks=opts.acks)
+            for tp, framed in round_.items():
+                if self.producer_id >= 0:
+                    self._sequences[tp] = self._sequences.get(tp, 0) + _record_count(framed)
             queues = {p: q for p, q in queues.items() if q}
         self.records += batch.num_rows
         self.batches += len(encoded)
+
+    def _frame(self, tp: TopicPartition, batch: bytes) -> bytes:
+        """The encoder's batch with its records compressed and the producer id and
+        sequence set, as the options ask (unchanged when they ask for neither)."""
+        codec = self.opts.compression
+        if not codec and self.producer_id < 0:
+            return batch
+        view = memoryview(batch)
+        count = _record_count(batch)
+        base_timestamp = int.from_bytes(view[27:35], "big", signed=True)
+        max_timestamp = int.from_bytes(view[35:43], "big", signed=True)
+        section = view[HEADER_SIZE:]
+        if codec:
+            section = memoryview(compression.compress(codec, section))
+        return frame_batch(section, count, base_timestamp, max_timestamp, attributes=codec,
+                           producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                           base_sequence=self._sequences.get(tp, 0)
+                           if self.producer_id >= 0 else -1)
+
+
+def _record_count(batch: bytes) -> int:
+    return int.from_bytes(batch[57:61], "big")
 
 
 class _KafkaWriterBase:
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.opts = sink_options(options)
         check_schema(schema, self.opts)
+        # only the columns Spark's writer takes travel to the tasks
+        self.columns = [f.name for f in schema.fields if f.name in SINK_COLUMNS]
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         producer = RecordBatchProducer(self.opts)
+        done = False
         try:
             for batch in iterator:
+                if batch.num_columns != len(self.columns):
+                    batch = batch.select(self.columns)
                 producer.write(batch)
+            producer.flush()
+            done = True
         finally:
-            producer.close()
+            producer.close(flush=done)
         return KafkaCommitMessage(producer.records, producer.batches)
 
 

@@ -21,6 +21,7 @@ duplicates. Partitions that appear later start at their earliest offset.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -125,7 +127,7 @@ def _ranges(starts: dict[TopicPartition, int], ends: dict[TopicPartition, int],
                              "(was the topic recreated or truncated?).")
             continue
         ranges.append(OffsetRange(tp.topic, tp.partition, start, end))
-    return split_ranges(ranges, opts.min_partitions)
+    return split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -168,19 +170,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self.planner = OffsetPlanner(self.opts)
         self.available_now: dict[TopicPartition, int] | None = None
+        self.last_trigger_ms = 0  # Spark's lastTriggerMillis: the first trigger is not delayed
+        self.latest_offsets: dict[TopicPartition, int] = {}  # as seen by the last latestOffset
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the reader to run read() in tasks: no client, no target
         return {"opts": self.opts, "schema": self.schema, "planner": OffsetPlanner(self.opts),
-                "available_now": None}
+                "available_now": None, "last_trigger_ms": 0, "latest_offsets": {}}
 
     def initialOffset(self) -> dict:
         tps = self.planner.topic_partitions()
         return offsets_json(self.planner.resolve(self.opts.starting, tps, starting=True))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """maxOffsetsPerTrigger as ReadMaxRows, else minOffsetsPerTrigger as ReadMinRows.
+        pyspark has no composite limit, so when both are set the minimum (and
+        maxTriggerDelay, which ReadMinRows cannot carry) comes from the options."""
         n = self.opts.max_offsets_per_trigger
-        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+        if n is not None:
+            return ReadMaxRows(n)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.available_now = self._latest()
@@ -194,15 +205,40 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = dict(self.available_now)
         else:
             latest = self._latest()
+        self.latest_offsets = dict(latest)
         new = [tp for tp in latest if tp not in starts]
         starts.update(self.planner.earliest(new))
         # an end below its start (truncated or recreated partition) is reported when planned
+        if isinstance(limit, ReadAllAvailable):
+            return offsets_json(latest)
+        if self._delay_batch(starts, latest):
+            return offsets_json({tp: starts[tp] for tp in latest})
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(limit.max_rows, starts, latest)
         return offsets_json(latest)
 
+    def _delay_batch(self, starts: dict[TopicPartition, int],
+                     latest: dict[TopicPartition, int]) -> bool:
+        """minOffsetsPerTrigger / maxTriggerDelay as Spark's delayBatch: skip this trigger
+        while fewer records than the minimum wait and maxTriggerDelay has not passed since
+        the last batch. Never under availableNow, which must reach its end."""
+        minimum = self.opts.min_offsets_per_trigger
+        if minimum is None or self.available_now is not None:
+            return False
+        now = int(time.time() * 1000)
+        if now - self.last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self.last_trigger_ms = now
+            return False
+        if sum(end - starts.get(tp, 0) for tp, end in latest.items()) < minimum:
+            return True
+        self.last_trigger_ms = now
+        return False
+
     def reportLatestOffset(self) -> dict | None:
-        return offsets_json(self._latest())
+        """The latest offsets the last latestOffset saw (Spark's latestPartitionOffsets):
+        the progress's latestOffset, from which metrics.source_metrics computes how far
+        the query is behind."""
+        return offsets_json(self.latest_offsets) if self.latest_offsets else None
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         starts = offsets_from_json(start)
@@ -251,6 +287,14 @@ class KafkaDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from kbroker.spark.sink import KafkaBatchWriter
+
+        if overwrite:
+            # Spark's Kafka sink: "Save mode Overwrite not allowed for Kafka"; a topic
+            # cannot be truncated by a write
+            raise ValueError('Save mode Overwrite is not allowed for the kbroker sink (nor for '
+                             'Spark\'s Kafka sink): use .mode("append"). A Python data source '
+                             'cannot take the default mode ErrorIfExists either; Spark refuses '
+                             'it before the sink is called.')
 
         return KafkaBatchWriter(dict(self.options), schema)
 

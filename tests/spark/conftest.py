@@ -5,12 +5,14 @@ loopback only, UI off, 2 shuffle partitions), with what Spark writes to /tmp
 otherwise (spark-*, blockmgr-*, native library copies) in its own pytest
 temporary directory (`spark_temp_dir`). `broker` is an embedded kbroker
 Broker on 127.0.0.1 with 3 partitions per auto-created topic; tests use their
-own topic names (`topic` fixture). Tests that need pyspark carry the `spark`
+own topic names (`topic` fixture). `pki` and `secure_broker` (a broker with SSL, mTLS,
+SASL_PLAINTEXT and SASL_SSL listeners) are tests/integration's security fixtures. Tests that need pyspark carry the `spark`
 marker and are skipped when pyspark or pyarrow is missing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import sys
@@ -21,6 +23,7 @@ from typing import Any
 import pytest
 
 from kbroker.broker import Broker
+from tests.integration.security_support import pki, secure_broker  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 _names = itertools.count()
@@ -32,6 +35,15 @@ def spark_env() -> dict[str, str]:
     return {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
+
+
+def load_example(name: str) -> Any:
+    """examples/<name>.py as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def new_spark_session(app: str, temp_dir: Path) -> Any:

@@ -4,7 +4,6 @@ without the Spark extra it says what to install."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from kbroker.broker import Broker
-from tests.spark.conftest import ROOT
+from tests.spark.conftest import ROOT, load_example
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -24,16 +23,8 @@ EXAMPLE = ROOT / "examples" / "metrics_pipeline.py"
 JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector"
 
 
-def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("metrics_pipeline", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_metrics_pipeline_output(spark: Any, broker: Broker, tmp_path: Path) -> None:
-    example = load_example()
+    example = load_example("metrics_pipeline")
     summary = example.run(spark, broker.bootstrap_servers, tmp_path / "out", records=1200,
                           seconds=2.0)
     published = summary["published"]
