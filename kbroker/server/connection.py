@@ -397,12 +397,10 @@ class Connection:
             avail = len(buf) - pos
             if avail < 4:
                 break
-            (size,) = _PREFIX.unpack_from(buf, pos)
-            if size < 0 or size > self.max_request_bytes:
-                log.info(
-                    "connection %s: closing, frame size %d outside [0, socket.request.max.bytes=%d]",
-                    self.peer, size, self.max_request_bytes,
-                )
+            try:
+                size = frame_size(buf, pos, self.max_request_bytes)
+            except FrameError as e:
+                log.info("connection %s: closing, %s", self.peer, e)
                 self.close()
                 return
             if avail - 4 < size:
@@ -425,30 +423,22 @@ class Connection:
     def _handle_frame(self, frame: bytearray) -> None:
         if self.sasl is not None and self._sasl_frame(frame):
             return
-        if len(frame) < _HEAD.size:
-            log.info("connection %s: closing, frame of %d bytes is too short", self.peer, len(frame))
+        try:
+            parsed = parse_frame(frame, self.server.api_table)
+        except FrameError as e:
+            log.info("connection %s: closing, %s", self.peer, e)
             self.close()
             return
-        api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
-        spec = self.server.api_table.get(api_key)
-        if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
-            # KIP-511: answer in the v0 format, without parsing the body.
+        api_key, version, correlation_id, spec = parsed.api_key, parsed.version, \
+            parsed.correlation_id, parsed.spec
+        if parsed.request is None:  # KIP-511: ApiVersions too new, answered in v0's format
             slot = self._new_slot(api_key, 0, correlation_id, len(frame))
             self._complete(slot, api_versions.unsupported_version_response(spec))
             return
-        if spec is None or not spec.min_version <= version <= spec.max_version:
-            log.info(
-                "connection %s: closing, unsupported API key %d version %d", self.peer, api_key, version
-            )
-            self.close()
-            return
-        decoded = self._decode(frame, api_key, version)
-        if decoded is None:
-            return
-        header, request = decoded
-        if api_key == ApiKey.API_VERSIONS:
-            software = api_versions.client_software(request, version)
-            self.client_software = software or self.client_software
+        header, request = parsed.header, parsed.request
+        assert header is not None
+        if parsed.client_software is not None:
+            self.client_software = parsed.client_software
         ctx = RequestContext(
             broker=self.server.broker,
             api_key=api_key,
@@ -732,6 +722,62 @@ class Connection:
             self._resume_reading()
             if self._inbuf and self._reading:
                 self.loop.call_soon(self._guarded_process_input)
+
+
+class FrameError(Exception):
+    """A frame the connection closes on (its message says why, for the log): a size
+    outside [0, limit], a frame too short for a header, an API key or version the broker
+    does not serve, a header or body that does not decode."""
+
+
+def frame_size(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> int:
+    """The size of the frame whose int32 prefix is at buf[pos:pos + 4] (the caller has
+    those 4 bytes). FrameError when outside [0, limit]."""
+    (size,) = _PREFIX.unpack_from(buf, pos)
+    if size < 0 or size > limit:
+        raise FrameError(f"frame size {size} outside [0, socket.request.max.bytes={limit}]")
+    return int(size)
+
+
+class ParsedFrame:
+    """A request frame read as the connection reads it (parse_frame)."""
+
+    __slots__ = ("api_key", "version", "correlation_id", "spec", "header", "request",
+                 "client_software")
+
+    def __init__(self, api_key: int, version: int, correlation_id: int, spec: ApiSpec,
+                 header: RequestHeader | None = None, request: Any = None,
+                 client_software: str | None = None) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.spec = spec
+        self.header = header
+        self.request = request  # None: an ApiVersions of a version too new (KIP-511)
+        self.client_software = client_software  # NAME/VERSION from a valid ApiVersions v3+
+
+
+def parse_frame(frame: bytes | bytearray | memoryview, api_table: dict[int, ApiSpec]) -> ParsedFrame:
+    """A request frame (without its size prefix) decoded as the connection does before it
+    dispatches it: FrameError for everything the connection closes on. An ApiVersions of
+    a version above the broker's is not decoded (request None): the connection answers it
+    in the v0 format (KIP-511)."""
+    if len(frame) < _HEAD.size:
+        raise FrameError(f"frame of {len(frame)} bytes is too short")
+    api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+    spec = api_table.get(api_key)
+    if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
+        return ParsedFrame(api_key, version, correlation_id, spec)
+    if spec is None or not spec.min_version <= version <= spec.max_version:
+        raise FrameError(f"unsupported API key {api_key} version {version}")
+    try:
+        header, request = decode_request(frame, api_key, version)
+    except (DecodeError, UnicodeDecodeError) as e:
+        raise FrameError(f"cannot decode {_name(api_key)} v{version}: {e}") from None
+    software = None
+    if api_key == ApiKey.API_VERSIONS:
+        software = api_versions.client_software(request, version)
+    return ParsedFrame(api_key, version, correlation_id, spec, header, request, software)
 
 
 def decode_request(frame: bytes | bytearray | memoryview, api_key: int,
