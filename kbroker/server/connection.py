@@ -292,8 +292,9 @@ class Connection:
         self._guarded_process_input()
 
     def _on_readable_tls(self) -> None:
-        """TLS: ciphertext into the channel, the handshake advanced, plaintext into _inbuf."""
-        tls, view = self.tls, self.server.recv_view
+        """TLS: ciphertext into the channel, the handshake advanced, plaintext into _inbuf
+        (or the large frame being received)."""
+        tls, view = self.tls, self.server.tls_recv_view
         assert tls is not None
         try:
             n = self.sock.recv_into(view)
@@ -319,8 +320,7 @@ class Connection:
                 self._tls_established()
                 if self.closed:
                     return
-            while (got := tls.read_into(view)) > 0:
-                self._inbuf += view[:got]
+            got = self._decrypt()
         except ssl.SSLError as e:
             log.info("connection %s: closing, TLS failed: %s", self.peer, e.reason or e)
             assert isinstance(self.writer, TlsResponseWriter)
@@ -333,7 +333,35 @@ class Connection:
         if got < 0:  # close_notify
             self.close()
             return
-        self._guarded_process_input()
+        if not self.closed:
+            self._guarded_process_input()
+
+    def _decrypt(self) -> int:
+        """All the plaintext the channel holds: straight into the large frame being received
+        when there is one (as _on_readable receives it in place: no copies through _inbuf),
+        else into _inbuf. The last read's result: 0, or -1 at the peer's close_notify."""
+        tls, view = self.tls, self.server.recv_view
+        assert tls is not None
+        while not self.closed:
+            big = self._big_frame
+            if big is None:
+                got = tls.read_into(view)
+                if got <= 0:
+                    return got
+                self._inbuf += view[:got]
+                continue
+            target = memoryview(big)[self._big_filled :]
+            try:
+                got = tls.read_into(target)
+            finally:
+                target.release()
+            if got <= 0:
+                return got
+            self._big_filled += got
+            if self._big_filled == len(big):
+                self._big_frame = None
+                self._handle_big_frame(big)
+        return 0
 
     def _tls_established(self) -> None:
         """The TLS handshake completed: on SSL listeners the client is authenticated as its
@@ -404,8 +432,9 @@ class Connection:
                 self.close()
                 return
             if avail - 4 < size:
-                if size >= _BIG_FRAME and self.tls is None:
-                    # Receive the rest straight into the frame: no copies through _inbuf.
+                if size >= _BIG_FRAME:
+                    # Receive (or decrypt) the rest straight into the frame: no copies
+                    # through _inbuf.
                     self._big_frame = bytearray(size)
                     self._big_frame[: avail - 4] = buf[pos + 4 :]
                     self._big_filled = avail - 4

@@ -38,6 +38,7 @@ from kbroker.server.api_table import api_table
 from kbroker.server.connection import RECV_CHUNK, Connection
 from kbroker.server.request_logger import RequestLog
 from kbroker.server.request_queue import RequestQueue
+from kbroker.server.tls_transport import TLS_RECV_CHUNK
 
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState
@@ -162,6 +163,7 @@ class SocketServer:
         # Every connection's recv_into lands here (one socket read at a time on this loop),
         # then its bytes are copied to that connection's input: no buffer per connection.
         self.recv_view = memoryview(bytearray(RECV_CHUNK))
+        self.tls_recv_view = memoryview(bytearray(TLS_RECV_CHUNK))  # TLS connections' ciphertext
         self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
                                           broker.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
