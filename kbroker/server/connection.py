@@ -114,6 +114,7 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.listener_name = listener_name
+        self.ip: str | None = None  # the peer's address, counted for max.connections.per.ip
         self.index = next(server.connection_index)
         self.client_software: str | None = None  # NAME/VERSION, from ApiVersions v3+
         self.request_log = server.request_log
