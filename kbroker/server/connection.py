@@ -84,6 +84,7 @@ MAX_PENDING_RESPONSES = 64
 MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
 RECV_CHUNK = 64 * 1024  # the server's shared receive buffer
 _BIG_FRAME = 256 * 1024  # frames at least this large are received in place
+_BIG_FRAME_START = 1024 * 1024  # ... into a buffer this large at first (or the frame's size)
 AUTHENTICATION_TIMEOUT_S = 10.0  # TLS handshake and SASL exchange, from accept
 _SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
@@ -148,8 +149,13 @@ class Connection:
         # land in the server's one receive buffer (the loop reads one socket at a time),
         # so an idle connection holds no buffer of its own.
         self._inbuf = bytearray()
-        self._big_frame: bytearray | None = None  # a large frame being received in place
+        # A large frame being received in place: its buffer grows (doubling) to the size
+        # its prefix announced as its bytes arrive, so an announcement alone costs at
+        # most _BIG_FRAME_START bytes (a 100 MB one cost 100 MB when the buffer was made
+        # whole); frames up to that size (producers' usual requests) never grow.
+        self._big_frame: bytearray | None = None
         self._big_filled = 0
+        self._big_size = 0
         self._pending: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
@@ -265,7 +271,7 @@ class Connection:
 
     def _on_readable(self) -> None:
         big = self._big_frame
-        target = self.server.recv_view if big is None else memoryview(big)[self._big_filled :]
+        target = self.server.recv_view if big is None else self._big_room()
         try:
             n = self.sock.recv_into(target)
         except (BlockingIOError, InterruptedError):
@@ -286,11 +292,27 @@ class Connection:
             self._inbuf += target[:n]
         else:
             self._big_filled += n
-            if self._big_filled < len(big):
+            if self._big_filled < self._big_size:
                 return
-            self._big_frame = None
-            self._handle_big_frame(big)
+            self._handle_big_frame(self._big_done())
         self._guarded_process_input()
+
+    def _big_room(self) -> memoryview:
+        """Where the large frame's next bytes go; its buffer doubled (up to the frame's
+        size, one copy of what arrived) when full."""
+        big = self._big_frame
+        assert big is not None
+        if self._big_filled == len(big):
+            grown = bytearray(min(self._big_size, 2 * len(big)))
+            grown[: self._big_filled] = big
+            self._big_frame = big = grown
+        return memoryview(big)[self._big_filled :]
+
+    def _big_done(self) -> bytearray:
+        big = self._big_frame
+        assert big is not None and len(big) == self._big_filled == self._big_size
+        self._big_frame = None
+        return big
 
     def _on_readable_tls(self) -> None:
         """TLS: ciphertext into the channel, the handshake advanced, plaintext into _inbuf
@@ -351,7 +373,7 @@ class Connection:
                     return got
                 self._inbuf += view[:got]
                 continue
-            target = memoryview(big)[self._big_filled :]
+            target = self._big_room()
             try:
                 got = tls.read_into(target)
             finally:
@@ -359,9 +381,8 @@ class Connection:
             if got <= 0:
                 return got
             self._big_filled += got
-            if self._big_filled == len(big):
-                self._big_frame = None
-                self._handle_big_frame(big)
+            if self._big_filled == self._big_size:
+                self._handle_big_frame(self._big_done())
         return 0
 
     def _tls_established(self) -> None:
@@ -436,9 +457,10 @@ class Connection:
                 if size >= _BIG_FRAME:
                     # Receive (or decrypt) the rest straight into the frame: no copies
                     # through _inbuf.
-                    self._big_frame = bytearray(size)
+                    self._big_frame = bytearray(min(size, max(_BIG_FRAME_START, 2 * (avail - 4))))
                     self._big_frame[: avail - 4] = buf[pos + 4 :]
                     self._big_filled = avail - 4
+                    self._big_size = size
                     pos = len(buf)
                 break
             frame = buf[pos + 4 : pos + 4 + size]  # a bytearray copy: records are patched in place
