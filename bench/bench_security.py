@@ -18,6 +18,11 @@ one run, not absolute figures. Certificates are made with `openssl` in a temp di
 
     python bench/bench_security.py                      # 300k records, 3 repeats
     python bench/bench_security.py --records 1000000 --repeats 5
+    # before/after in one run: plaintext and ssl of another checkout (built in place) too,
+    # as plaintext@base and ssl@base, each compared with plaintext of its own code
+    git worktree add /tmp/kbroker-base main && (cd /tmp/kbroker-base && \
+        ../path/to/.venv/bin/python setup.py build_ext --inplace -q)
+    python bench/bench_security.py --configs plaintext,ssl --baseline /tmp/kbroker-base
 
 Results: bench/results/security.json (every run, medians, ratios against plaintext).
 """
@@ -59,9 +64,10 @@ def make_certs(d: Path) -> None:
     (d / "server.pem").write_text((d / "server.key").read_text() + (d / "server.crt").read_text())
 
 
-def spec(config: str, certs: Path, tls_port: int) -> tuple[BrokerSpec, dict[str, str]]:
+def spec(config: str, certs: Path, tls_port: int,
+         root: Path = REPO_ROOT) -> tuple[BrokerSpec, dict[str, str]]:
     """The broker (its first listener PLAINTEXT on {port}, for readiness) and the
-    client's -X settings for this config."""
+    client's -X settings for this config; `root`: the checkout whose kbroker runs."""
     overrides = {"log.dirs": "{data_dir}", "num.partitions": "{partitions}"}
     client: dict[str, str] = {}
     if config in ("ssl", "sasl_ssl"):
@@ -85,7 +91,7 @@ def spec(config: str, certs: Path, tls_port: int) -> tuple[BrokerSpec, dict[str,
         f"--override {shlex.quote(k + '=' + v)}".replace("%7Bport%7D", "{port}")
         for k, v in overrides.items())
     command = command.replace("'log.dirs={data_dir}'", "log.dirs={data_dir}")
-    return BrokerSpec(config, command, env={"PYTHONPATH": str(REPO_ROOT)}, cwd=str(REPO_ROOT)), client
+    return BrokerSpec(config, command, env={"PYTHONPATH": str(root)}, cwd=str(root)), client
 
 
 def add_acls(broker: RunningBroker) -> None:
@@ -116,7 +122,11 @@ def perf(mode: str, bootstrap: str, client: dict[str, str], args: argparse.Names
 def run_config(config: str, certs: Path, tmp: Path, args: argparse.Namespace,
                repeat: int) -> dict[str, Any]:
     tls_port = free_port()
-    broker_spec, client = spec(config, certs, tls_port)
+    name, _, base = config.partition("@")
+    root = args.baseline if base else REPO_ROOT
+    broker_spec, client = spec(name, certs, tls_port, root)
+    broker_spec.name = config
+    config = name
     broker = RunningBroker(broker_spec, tmp, partitions=3)
     row: dict[str, Any] = {}
     try:
@@ -142,8 +152,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--json", type=Path, default=RESULTS)
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout (core built in place): its configs run too, as <config>@base")
     args = ap.parse_args()
     configs = [c for c in args.configs.split(",") if c]
+    if args.baseline is not None:
+        configs += [f"{c}@base" for c in configs]
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="kbroker-bench-security-") as tmp_name:
         tmp = Path(tmp_name)
@@ -163,9 +177,10 @@ def main() -> int:
         for mode, m in modes.items():
             line = (f"{c:10} {mode:8} {m['records_per_s']:>12,.0f} {m['mb_per_s']:>8.1f} "
                     f"{m['broker_cpu_s_per_gb']:>9.2f}")
-            if base and c != "plaintext":
-                rate = m["records_per_s"] / base[mode]["records_per_s"]
-                cpu = m["broker_cpu_s_per_gb"] / base[mode]["broker_cpu_s_per_gb"]
+            own = median.get("plaintext@base") if c.endswith("@base") else base
+            if own and c not in ("plaintext", "plaintext@base"):
+                rate = m["records_per_s"] / own[mode]["records_per_s"]
+                cpu = m["broker_cpu_s_per_gb"] / own[mode]["broker_cpu_s_per_gb"]
                 ratios.setdefault(c, {})[mode] = {"rate": rate, "cpu_per_gb": cpu}
                 line += f"  {rate:.2f}x, {cpu:.2f}x"
             print(line)

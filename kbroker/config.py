@@ -209,6 +209,8 @@ class BrokerConfig:
     socket_request_max_bytes: int
     connections_max_idle_ms: int
     max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: str
     queued_max_requests: int
     queued_max_request_bytes: int
     request_timeout_ms: int
@@ -347,6 +349,10 @@ class BrokerConfig:
                               f"socket.request.max.bytes ({values['socket_request_max_bytes']})")
         if queued_bytes == 0:
             raise ConfigError("queued.max.request.bytes must be -1 (no bound) or positive")
+        overrides = per_ip_overrides(values["max_connections_per_ip_overrides"])
+        if values["max_connections_per_ip"] == 0 and not overrides:  # Kafka's check
+            raise ConfigError("max.connections.per.ip=0 needs max.connections.per.ip.overrides "
+                              "(no address could connect)")
         config = cls(**values, props=dict(props))
         config.log_config()  # fail fast on values storage rejects
         return config
@@ -536,3 +542,20 @@ def broker_config(config: BrokerConfig | Mapping[str, str] | None) -> BrokerConf
     if isinstance(config, BrokerConfig):
         return config
     return BrokerConfig.from_props(config or {})
+
+
+def per_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides (`host:count,...`, hosts as names or IP addresses,
+    IPv6 ones in brackets or bare) as host -> count; ConfigError when malformed."""
+    out: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        try:
+            n = int(count)
+        except ValueError:
+            n = -1
+        if not sep or not host or n < 0:
+            raise ConfigError(f"max.connections.per.ip.overrides: {item!r} is not <host>:<count>")
+        out[host] = n
+    return out

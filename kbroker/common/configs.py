@@ -107,6 +107,13 @@ _SERVER = (
     _key("max.connections", INT, INT_MAX, at_least(0),
          "The most connections the broker keeps open; further ones are closed on accept.",
          CLUSTER_WIDE),
+    _key("max.connections.per.ip", INT, INT_MAX, at_least(0),
+         "The most connections the broker keeps open from one IP address; further ones "
+         "are closed on accept.", CLUSTER_WIDE),
+    _key("max.connections.per.ip.overrides", STRING, "", None,
+         "Limits overriding max.connections.per.ip for some addresses: a comma-separated "
+         "list of <IP address or host name>:<count>, e.g. hostName:100,127.0.0.1:200.",
+         CLUSTER_WIDE),
     _key("queued.max.requests", INT, 500, at_least(1),
          "The most requests held unanswered over all connections before the broker "
          "stops reading from sockets."),

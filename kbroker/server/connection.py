@@ -84,6 +84,7 @@ MAX_PENDING_RESPONSES = 64
 MAX_QUEUED_OUTPUT = 8 * 1024 * 1024
 RECV_CHUNK = 64 * 1024  # the server's shared receive buffer
 _BIG_FRAME = 256 * 1024  # frames at least this large are received in place
+_BIG_FRAME_START = 1024 * 1024  # ... into a buffer this large at first (or the frame's size)
 AUTHENTICATION_TIMEOUT_S = 10.0  # TLS handshake and SASL exchange, from accept
 _SASL_KEYS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
@@ -114,6 +115,7 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.listener_name = listener_name
+        self.ip: str | None = None  # the peer's address, counted for max.connections.per.ip
         self.index = next(server.connection_index)
         self.client_software: str | None = None  # NAME/VERSION, from ApiVersions v3+
         self.request_log = server.request_log
@@ -147,8 +149,13 @@ class Connection:
         # land in the server's one receive buffer (the loop reads one socket at a time),
         # so an idle connection holds no buffer of its own.
         self._inbuf = bytearray()
-        self._big_frame: bytearray | None = None  # a large frame being received in place
+        # A large frame being received in place: its buffer grows (doubling) to the size
+        # its prefix announced as its bytes arrive, so an announcement alone costs at
+        # most _BIG_FRAME_START bytes (a 100 MB one cost 100 MB when the buffer was made
+        # whole); frames up to that size (producers' usual requests) never grow.
+        self._big_frame: bytearray | None = None
         self._big_filled = 0
+        self._big_size = 0
         self._pending: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reading = False
@@ -264,7 +271,7 @@ class Connection:
 
     def _on_readable(self) -> None:
         big = self._big_frame
-        target = self.server.recv_view if big is None else memoryview(big)[self._big_filled :]
+        target = self.server.recv_view if big is None else self._big_room()
         try:
             n = self.sock.recv_into(target)
         except (BlockingIOError, InterruptedError):
@@ -285,15 +292,32 @@ class Connection:
             self._inbuf += target[:n]
         else:
             self._big_filled += n
-            if self._big_filled < len(big):
+            if self._big_filled < self._big_size:
                 return
-            self._big_frame = None
-            self._handle_big_frame(big)
+            self._handle_big_frame(self._big_done())
         self._guarded_process_input()
 
+    def _big_room(self) -> memoryview:
+        """Where the large frame's next bytes go; its buffer doubled (up to the frame's
+        size, one copy of what arrived) when full."""
+        big = self._big_frame
+        assert big is not None
+        if self._big_filled == len(big):
+            grown = bytearray(min(self._big_size, 2 * len(big)))
+            grown[: self._big_filled] = big
+            self._big_frame = big = grown
+        return memoryview(big)[self._big_filled :]
+
+    def _big_done(self) -> bytearray:
+        big = self._big_frame
+        assert big is not None and len(big) == self._big_filled == self._big_size
+        self._big_frame = None
+        return big
+
     def _on_readable_tls(self) -> None:
-        """TLS: ciphertext into the channel, the handshake advanced, plaintext into _inbuf."""
-        tls, view = self.tls, self.server.recv_view
+        """TLS: ciphertext into the channel, the handshake advanced, plaintext into _inbuf
+        (or the large frame being received)."""
+        tls, view = self.tls, self.server.tls_recv_view
         assert tls is not None
         try:
             n = self.sock.recv_into(view)
@@ -319,8 +343,7 @@ class Connection:
                 self._tls_established()
                 if self.closed:
                     return
-            while (got := tls.read_into(view)) > 0:
-                self._inbuf += view[:got]
+            got = self._decrypt()
         except ssl.SSLError as e:
             log.info("connection %s: closing, TLS failed: %s", self.peer, e.reason or e)
             assert isinstance(self.writer, TlsResponseWriter)
@@ -333,7 +356,34 @@ class Connection:
         if got < 0:  # close_notify
             self.close()
             return
-        self._guarded_process_input()
+        if not self.closed:
+            self._guarded_process_input()
+
+    def _decrypt(self) -> int:
+        """All the plaintext the channel holds: straight into the large frame being received
+        when there is one (as _on_readable receives it in place: no copies through _inbuf),
+        else into _inbuf. The last read's result: 0, or -1 at the peer's close_notify."""
+        tls, view = self.tls, self.server.recv_view
+        assert tls is not None
+        while not self.closed:
+            big = self._big_frame
+            if big is None:
+                got = tls.read_into(view)
+                if got <= 0:
+                    return got
+                self._inbuf += view[:got]
+                continue
+            target = self._big_room()
+            try:
+                got = tls.read_into(target)
+            finally:
+                target.release()
+            if got <= 0:
+                return got
+            self._big_filled += got
+            if self._big_filled == self._big_size:
+                self._handle_big_frame(self._big_done())
+        return 0
 
     def _tls_established(self) -> None:
         """The TLS handshake completed: on SSL listeners the client is authenticated as its
@@ -397,20 +447,20 @@ class Connection:
             avail = len(buf) - pos
             if avail < 4:
                 break
-            (size,) = _PREFIX.unpack_from(buf, pos)
-            if size < 0 or size > self.max_request_bytes:
-                log.info(
-                    "connection %s: closing, frame size %d outside [0, socket.request.max.bytes=%d]",
-                    self.peer, size, self.max_request_bytes,
-                )
+            try:
+                size = frame_size(buf, pos, self.max_request_bytes)
+            except FrameError as e:
+                log.info("connection %s: closing, %s", self.peer, e)
                 self.close()
                 return
             if avail - 4 < size:
-                if size >= _BIG_FRAME and self.tls is None:
-                    # Receive the rest straight into the frame: no copies through _inbuf.
-                    self._big_frame = bytearray(size)
+                if size >= _BIG_FRAME:
+                    # Receive (or decrypt) the rest straight into the frame: no copies
+                    # through _inbuf.
+                    self._big_frame = bytearray(min(size, max(_BIG_FRAME_START, 2 * (avail - 4))))
                     self._big_frame[: avail - 4] = buf[pos + 4 :]
                     self._big_filled = avail - 4
+                    self._big_size = size
                     pos = len(buf)
                 break
             frame = buf[pos + 4 : pos + 4 + size]  # a bytearray copy: records are patched in place
@@ -425,30 +475,22 @@ class Connection:
     def _handle_frame(self, frame: bytearray) -> None:
         if self.sasl is not None and self._sasl_frame(frame):
             return
-        if len(frame) < _HEAD.size:
-            log.info("connection %s: closing, frame of %d bytes is too short", self.peer, len(frame))
+        try:
+            parsed = parse_frame(frame, self.server.api_table)
+        except FrameError as e:
+            log.info("connection %s: closing, %s", self.peer, e)
             self.close()
             return
-        api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
-        spec = self.server.api_table.get(api_key)
-        if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
-            # KIP-511: answer in the v0 format, without parsing the body.
+        api_key, version, correlation_id, spec = parsed.api_key, parsed.version, \
+            parsed.correlation_id, parsed.spec
+        if parsed.request is None:  # KIP-511: ApiVersions too new, answered in v0's format
             slot = self._new_slot(api_key, 0, correlation_id, len(frame))
             self._complete(slot, api_versions.unsupported_version_response(spec))
             return
-        if spec is None or not spec.min_version <= version <= spec.max_version:
-            log.info(
-                "connection %s: closing, unsupported API key %d version %d", self.peer, api_key, version
-            )
-            self.close()
-            return
-        decoded = self._decode(frame, api_key, version)
-        if decoded is None:
-            return
-        header, request = decoded
-        if api_key == ApiKey.API_VERSIONS:
-            software = api_versions.client_software(request, version)
-            self.client_software = software or self.client_software
+        header, request = parsed.header, parsed.request
+        assert header is not None
+        if parsed.client_software is not None:
+            self.client_software = parsed.client_software
         ctx = RequestContext(
             broker=self.server.broker,
             api_key=api_key,
@@ -732,6 +774,62 @@ class Connection:
             self._resume_reading()
             if self._inbuf and self._reading:
                 self.loop.call_soon(self._guarded_process_input)
+
+
+class FrameError(Exception):
+    """A frame the connection closes on (its message says why, for the log): a size
+    outside [0, limit], a frame too short for a header, an API key or version the broker
+    does not serve, a header or body that does not decode."""
+
+
+def frame_size(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> int:
+    """The size of the frame whose int32 prefix is at buf[pos:pos + 4] (the caller has
+    those 4 bytes). FrameError when outside [0, limit]."""
+    (size,) = _PREFIX.unpack_from(buf, pos)
+    if size < 0 or size > limit:
+        raise FrameError(f"frame size {size} outside [0, socket.request.max.bytes={limit}]")
+    return int(size)
+
+
+class ParsedFrame:
+    """A request frame read as the connection reads it (parse_frame)."""
+
+    __slots__ = ("api_key", "version", "correlation_id", "spec", "header", "request",
+                 "client_software")
+
+    def __init__(self, api_key: int, version: int, correlation_id: int, spec: ApiSpec,
+                 header: RequestHeader | None = None, request: Any = None,
+                 client_software: str | None = None) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.spec = spec
+        self.header = header
+        self.request = request  # None: an ApiVersions of a version too new (KIP-511)
+        self.client_software = client_software  # NAME/VERSION from a valid ApiVersions v3+
+
+
+def parse_frame(frame: bytes | bytearray | memoryview, api_table: dict[int, ApiSpec]) -> ParsedFrame:
+    """A request frame (without its size prefix) decoded as the connection does before it
+    dispatches it: FrameError for everything the connection closes on. An ApiVersions of
+    a version above the broker's is not decoded (request None): the connection answers it
+    in the v0 format (KIP-511)."""
+    if len(frame) < _HEAD.size:
+        raise FrameError(f"frame of {len(frame)} bytes is too short")
+    api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
+    spec = api_table.get(api_key)
+    if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
+        return ParsedFrame(api_key, version, correlation_id, spec)
+    if spec is None or not spec.min_version <= version <= spec.max_version:
+        raise FrameError(f"unsupported API key {api_key} version {version}")
+    try:
+        header, request = decode_request(frame, api_key, version)
+    except (DecodeError, UnicodeDecodeError) as e:
+        raise FrameError(f"cannot decode {_name(api_key)} v{version}: {e}") from None
+    software = None
+    if api_key == ApiKey.API_VERSIONS:
+        software = api_versions.client_software(request, version)
+    return ParsedFrame(api_key, version, correlation_id, spec, header, request, software)
 
 
 def decode_request(frame: bytes | bytearray | memoryview, api_key: int,

@@ -2,8 +2,9 @@
 
 Each configured listener (`PLAINTEXT://host:port`, port 0 = any free port) is a
 non-blocking listening socket watched with `loop.add_reader`; accepted sockets
-become Connections (TCP_NODELAY, non-blocking). `max.connections` is enforced at
-accept time (the new socket is closed). A periodic sweep closes connections idle
+become Connections (TCP_NODELAY, non-blocking). `max.connections` and
+`max.connections.per.ip` (with `max.connections.per.ip.overrides`) are enforced at
+accept time, as Kafka's ConnectionQuotas do (the new socket is closed). A periodic sweep closes connections idle
 for longer than `connections.max.idle.ms` (no request read, no response pending),
 and, as Kafka's Selector does (its idle clock counts socket activity, reads or
 writes), connections whose queued response has not moved for as long: a client
@@ -31,13 +32,14 @@ import socket
 import ssl
 from typing import TYPE_CHECKING
 
-from kbroker.config import Listener
+from kbroker.config import Listener, per_ip_overrides
 from kbroker.security.settings import ListenerSecurity
 from kbroker.security.tls import server_context
 from kbroker.server.api_table import api_table
 from kbroker.server.connection import RECV_CHUNK, Connection
 from kbroker.server.request_logger import RequestLog
 from kbroker.server.request_queue import RequestQueue
+from kbroker.server.tls_transport import TLS_RECV_CHUNK
 
 if TYPE_CHECKING:
     from kbroker.broker import BrokerState
@@ -162,6 +164,10 @@ class SocketServer:
         # Every connection's recv_into lands here (one socket read at a time on this loop),
         # then its bytes are copied to that connection's input: no buffer per connection.
         self.recv_view = memoryview(bytearray(RECV_CHUNK))
+        self.tls_recv_view = memoryview(bytearray(TLS_RECV_CHUNK))  # TLS connections' ciphertext
+        self._per_ip: dict[str, int] = {}  # open connections by peer address
+        self._overrides_text: str | None = None
+        self._overrides: dict[str, int] = {}  # max.connections.per.ip.overrides, resolved
         self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
                                           broker.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
@@ -200,18 +206,57 @@ class SocketServer:
         self._schedule_sweep()
 
     def accepted(self, sock: socket.socket, listener_name: str) -> None:
-        if len(self.connections) >= self.broker.config.max_connections:
+        config = self.broker.config
+        if len(self.connections) >= config.max_connections:
             log.warning("max.connections=%d reached, refusing a connection",
-                        self.broker.config.max_connections)
+                        config.max_connections)
+            sock.close()
+            return
+        try:
+            ip = sock.getpeername()[0]
+        except OSError:  # gone already
+            sock.close()
+            return
+        limit = self._per_ip_limit(ip)
+        if self._per_ip.get(ip, 0) >= limit:
+            log.info("Rejected connection from %s, address already has the configured "
+                     "maximum of %d connections (max.connections.per.ip)", ip, limit)
             sock.close()
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.connections.add(Connection(self, sock, listener_name))
+        conn = Connection(self, sock, listener_name)
+        conn.ip = ip
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        self.connections.add(conn)
         self.connections_created[listener_name] = self.connections_created.get(listener_name, 0) + 1
+
+    def _per_ip_limit(self, ip: str) -> int:
+        """max.connections.per.ip for this address, or its override (host names resolved
+        when the overrides were last read: at start and when they change)."""
+        config = self.broker.config
+        text = config.max_connections_per_ip_overrides
+        if text != self._overrides_text:
+            self._overrides = {}
+            for host, count in per_ip_overrides(text).items():
+                try:
+                    addresses = {str(a[4][0]) for a in socket.getaddrinfo(host, None)}
+                except OSError as e:
+                    log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, e)
+                    continue
+                for address in addresses:
+                    self._overrides[address] = count
+            self._overrides_text = text
+        return self._overrides.get(ip, config.max_connections_per_ip)
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        if conn.ip is not None:
+            left = self._per_ip.get(conn.ip, 1) - 1
+            if left > 0:
+                self._per_ip[conn.ip] = left
+            else:
+                self._per_ip.pop(conn.ip, None)
         name = conn.listener_name
         self.connections_closed[name] = self.connections_closed.get(name, 0) + 1
 

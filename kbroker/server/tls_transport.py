@@ -29,6 +29,7 @@ from kbroker.records.file_slice import FileSlice
 
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 TLS_CHUNK = 256 * 1024  # plaintext encrypted at a time
+TLS_RECV_CHUNK = 256 * 1024  # ciphertext received at a time (the server's one TLS buffer)
 
 
 class TlsChannel:

@@ -7,7 +7,9 @@ generated codecs and sent as a client would send them.
 from __future__ import annotations
 
 import os
+import socket
 import struct
+import time
 import uuid
 
 import pytest
@@ -15,6 +17,7 @@ from batches import Rec, make_batch
 
 from kbroker.broker import Broker
 from kbroker.common.error_code import ErrorCode
+from kbroker.config import BrokerConfig, ConfigError
 from kbroker.protocol.codec import Reader
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.fetch import FetchRequest
@@ -313,7 +316,6 @@ def test_read_committed_fetch(client: WireClient) -> None:
 
 
 def test_long_poll_waits_for_min_bytes(client: WireClient, kbroker_broker: Broker) -> None:
-    import time
 
     create_topic(client, "lpw")
     start = time.monotonic()
@@ -373,6 +375,53 @@ def test_max_connections(kbroker_broker: Broker) -> None:
     wait_until_ready(bs, timeout=5)
 
 
+def _served_from(bootstrap: str, source_ip: str) -> socket.socket | None:
+    """A connection from source_ip that the broker answers (ApiVersions), or None when
+    the broker closes it."""
+    host, port = bootstrap.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=5, source_address=(source_ip, 0))
+    try:
+        s.sendall(encode_request(ApiVersionsRequest(), 0, 1))
+        if s.recv(4):
+            return s
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    s.close()
+    return None
+
+
+@pytest.mark.parametrize("kbroker_config", [{
+    "max.connections.per.ip": "2", "max.connections.per.ip.overrides": "127.0.0.2:3"}])
+def test_max_connections_per_ip(kbroker_broker: Broker) -> None:
+    bs = kbroker_broker.bootstrap_servers
+    ones = [_served_from(bs, "127.0.0.1") for _ in range(3)]
+    twos = [_served_from(bs, "127.0.0.2") for _ in range(4)]
+    try:
+        assert [s is not None for s in ones] == [True, True, False]
+        assert [s is not None for s in twos] == [True, True, True, False]  # its override
+        assert ones[0] is not None
+        ones[0].close()  # a place for 127.0.0.1 again, once the broker saw the close
+        deadline = time.monotonic() + 10
+        while (again := _served_from(bs, "127.0.0.1")) is None:
+            assert time.monotonic() < deadline, "the closed connection was never given back"
+            time.sleep(0.05)
+        again.close()
+    finally:
+        for s in ones[1:] + twos:
+            if s is not None:
+                s.close()
+
+
+@pytest.mark.parametrize("props", [
+    {"max.connections.per.ip": "0"},  # nobody could connect
+    {"max.connections.per.ip.overrides": "127.0.0.1"},
+    {"max.connections.per.ip.overrides": "host:-1"},
+])
+def test_max_connections_per_ip_refused(props: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match="max.connections.per.ip"):
+        BrokerConfig.from_props(props)
+
+
 @pytest.mark.parametrize("version", [0, 2])
 def test_produce_v0_to_v2_is_advertised_but_refused(client: WireClient, version: int) -> None:
     create_topic(client, "old")
@@ -423,7 +472,6 @@ def test_handler_exception_without_error_shape_closes(
 @pytest.mark.parametrize("kbroker_config", [{"message.max.bytes": "2000000",
                                               "fetch.partition.response.max.records": "0"}])
 def test_large_produce_and_fetch_through_a_slow_reader(client: WireClient, kbroker_broker: Broker) -> None:
-    import time
 
     create_topic(client, "big")
     batches = [make_batch([os.urandom(900_000)]) for _ in range(8)]
