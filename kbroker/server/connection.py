@@ -269,25 +269,34 @@ class Connection:
 
     # -- input
 
+    def _receive(self, target: memoryview) -> int:
+        """recv_into `target`: the bytes received (and the connection marked active), or 0
+        when none are ready yet or the peer closed or failed (then the connection is closed)."""
+        try:
+            n = self.sock.recv_into(target)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as e:
+            log.debug("connection %s: recv failed: %s", self.peer, e)
+            self.close()
+            return 0
+        if not n:
+            self.close()
+            return 0
+        self.last_active_ms = self.server.broker.time.monotonic_ms()
+        self._received_ns = time.monotonic_ns() if self.request_log.active() else 0
+        return n
+
     def _on_readable(self) -> None:
         big = self._big_frame
         target = self.server.recv_view if big is None else self._big_room()
         try:
-            n = self.sock.recv_into(target)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            log.debug("connection %s: recv failed: %s", self.peer, e)
-            self.close()
-            return
+            n = self._receive(target)
         finally:
             if big is not None:
                 target.release()
         if not n:
-            self.close()
             return
-        self.last_active_ms = self.server.broker.time.monotonic_ms()
-        self._received_ns = time.monotonic_ns() if self.request_log.active() else 0
         if big is None:
             self._inbuf += target[:n]
         else:
@@ -319,19 +328,9 @@ class Connection:
         (or the large frame being received)."""
         tls, view = self.tls, self.server.tls_recv_view
         assert tls is not None
-        try:
-            n = self.sock.recv_into(view)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            log.debug("connection %s: recv failed: %s", self.peer, e)
-            self.close()
-            return
+        n = self._receive(view)
         if not n:
-            self.close()
             return
-        self.last_active_ms = self.server.broker.time.monotonic_ms()
-        self._received_ns = time.monotonic_ns() if self.request_log.active() else 0
         tls.incoming.write(view[:n])
         try:
             if not tls.handshaken:
