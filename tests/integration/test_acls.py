@@ -96,8 +96,17 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         broker.stop()
 
 
+@pytest.fixture(scope="module")
+def alice_admin(acl_broker: Broker) -> Iterator[None]:
+    """alice's AdminClient, kept for the module (a destroyed client fails its futures
+    with _DESTROY) and dropped before its broker stops."""
+    _ADMINS[id(acl_broker)] = AdminClient(conf(acl_broker, "alice"))
+    yield
+    del _ADMINS[id(acl_broker)]
+
+
 @pytest.fixture
-def clean(acl_broker: Broker) -> Iterator[Broker]:
+def clean(acl_broker: Broker, alice_admin: None) -> Iterator[Broker]:
     revoke_all(acl_broker)
     yield acl_broker
     revoke_all(acl_broker)
@@ -191,9 +200,7 @@ def _describe_scram(broker: Broker) -> None:
 
 
 def _admin(broker: Broker) -> AdminClient:
-    """alice's AdminClient, kept alive (a destroyed client fails its futures with _DESTROY)."""
-    if id(broker) not in _ADMINS:
-        _ADMINS[id(broker)] = AdminClient(conf(broker, "alice"))
+    """alice's AdminClient (`alice_admin`)."""
     return _ADMINS[id(broker)]
 
 
