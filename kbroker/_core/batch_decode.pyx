@@ -34,7 +34,15 @@ Varints are zigzag LEB128. Output, per record, in Arrow's layouts (little-endian
 
 `ColumnarRecords.add_records()` appends a whole Fetch answer per call and
 `take()` hands the buffers over as `NativeBuffer`s (zero-copy, buffer protocol)
-for `pyarrow.py_buffer`. Nothing here creates a Python object per record; only
+for `pyarrow.py_buffer`. A NativeBuffer whose last reference goes (the Arrow arrays
+wrapping it were freed) hands its memory back to the decoder's `BufferPool`, which
+lends it to the next batch's column of the same kind: the columns of a steady stream
+of batches reuse memory already mapped and touched, instead of growing fresh buffers
+(page faults on every page, and a munmap per batch, for buffers past malloc's mmap
+threshold). Memory is lent again only once nothing refers to it, so a batch handed
+over is never written to afterwards.
+
+Nothing here creates a Python object per record; only
 a compressed batch calls back into Python, once per batch, through the
 `decompress(codec, records_section) -> bytes` the caller hands over (the reader
 passes kbroker.records.compression.decompress with its bound; the core imports
@@ -143,16 +151,89 @@ cdef inline int32_t last_i32(const Buf *b) noexcept nogil:
     return v
 
 
+cdef enum:
+    # the column buffers of Columns ("slots"), in a fixed order: a BufferPool keeps
+    # spares per slot
+    KEY_VALID, KEY_OFFSETS, KEY_DATA
+    VALUE_VALID, VALUE_OFFSETS, VALUE_DATA
+    OFFSETS, TIMESTAMPS, TIMESTAMP_TYPES
+    HEADER_VALID, HEADER_OFFSETS
+    HEADER_KEY_OFFSETS, HEADER_KEY_DATA
+    HEADER_VALUE_VALID, HEADER_VALUE_OFFSETS, HEADER_VALUE_DATA
+    NUM_SLOTS
+
+
+cdef enum:
+    POOL_DEPTH = 2          # spare buffers a pool keeps per slot
+
+
+cdef class BufferPool:
+    """Column buffers handed back by their NativeBuffers, lent again to the next batch.
+
+    Spares are kept per column slot (an int32 offsets buffer is lent to an offsets
+    column, a data buffer to a data column), at most POOL_DEPTH per slot and at most
+    `max_bytes` of capacity in all; a buffer handed back past either is freed. Used
+    with the GIL held only (hand-back happens in a NativeBuffer's dealloc, lending at
+    the start of add_records), so decoders of several threads may share one pool.
+    """
+
+    cdef Buf spare[NUM_SLOTS][POOL_DEPTH]
+    cdef int spares[NUM_SLOTS]
+    cdef readonly Py_ssize_t max_bytes
+    cdef readonly Py_ssize_t held_bytes
+    cdef readonly Py_ssize_t lent
+
+    def __cinit__(self, Py_ssize_t max_bytes=256 << 20):
+        self.max_bytes = max_bytes
+
+    def __dealloc__(self):
+        cdef int slot, i
+        for slot in range(NUM_SLOTS):
+            for i in range(self.spares[slot]):
+                free(self.spare[slot][i].data)
+
+    cdef void give_back(self, int slot, unsigned char *data, Py_ssize_t cap) noexcept:
+        if data == NULL:
+            return
+        if self.spares[slot] >= POOL_DEPTH or self.held_bytes + cap > self.max_bytes:
+            free(data)
+            return
+        self.spare[slot][self.spares[slot]].data = data
+        self.spare[slot][self.spares[slot]].cap = cap
+        self.spares[slot] += 1
+        self.held_bytes += cap
+
+    cdef void lend(self, int slot, Buf *b) noexcept:
+        """An empty b (data NULL) takes the spare handed back last, when there is one."""
+        cdef Buf *s
+        if self.spares[slot] == 0:
+            return
+        self.spares[slot] -= 1
+        s = &self.spare[slot][self.spares[slot]]
+        b.data = s.data
+        b.cap = s.cap
+        b.size = 0
+        self.held_bytes -= s.cap
+        self.lent += 1
+
+
 cdef class NativeBuffer:
-    """Memory taken over from a ColumnarRecords column; exposes the buffer protocol."""
+    """Memory taken over from a ColumnarRecords column; exposes the buffer protocol.
+    Freed, or handed back to its pool, when its last reference goes."""
 
     cdef unsigned char *data
     cdef Py_ssize_t size
+    cdef Py_ssize_t cap
     cdef Py_ssize_t shape[1]
     cdef Py_ssize_t strides[1]
+    cdef BufferPool pool
+    cdef int slot
 
     def __dealloc__(self):
-        free(self.data)
+        if self.pool is not None:
+            self.pool.give_back(self.slot, self.data, self.cap)
+        else:
+            free(self.data)
 
     def __len__(self):
         return self.size
@@ -176,10 +257,13 @@ cdef class NativeBuffer:
         pass
 
 
-cdef NativeBuffer take_buf(Buf *b):
+cdef NativeBuffer take_buf(Buf *b, BufferPool pool, int slot):
     cdef NativeBuffer nb = NativeBuffer.__new__(NativeBuffer)
     nb.data = b.data
     nb.size = b.size
+    nb.cap = b.cap
+    nb.pool = pool
+    nb.slot = slot
     b.data = NULL
     b.size = 0
     b.cap = 0
@@ -451,39 +535,49 @@ cdef class ColumnarRecords:
     """Arrow column buffers accumulated from fetched record batches of one partition.
 
     add_records decodes without the GIL; a second thread using the same object
-    meanwhile gets a RuntimeError rather than a race.
+    meanwhile gets a RuntimeError rather than a race. Column memory comes from `pool`
+    (a BufferPool of its own when none is given) whenever a spare is there.
     """
 
     cdef Columns c
+    cdef Buf *slots[NUM_SLOTS]
     cdef bint busy
     cdef readonly bint include_headers
     cdef readonly bint check_crcs
+    cdef readonly BufferPool pool
     cdef object decompress
 
-    def __cinit__(self, bint include_headers=False, bint check_crcs=True, decompress=None):
+    def __cinit__(self, bint include_headers=False, bint check_crcs=True, decompress=None,
+                  BufferPool pool=None):
         self.include_headers = include_headers
         self.c.include_headers = include_headers
         self.check_crcs = check_crcs
         self.decompress = decompress
-        self._reset()
+        self.pool = pool if pool is not None else BufferPool()
+        self.slots[KEY_VALID] = &self.c.key_valid
+        self.slots[KEY_OFFSETS] = &self.c.key_offsets
+        self.slots[KEY_DATA] = &self.c.key_data
+        self.slots[VALUE_VALID] = &self.c.value_valid
+        self.slots[VALUE_OFFSETS] = &self.c.value_offsets
+        self.slots[VALUE_DATA] = &self.c.value_data
+        self.slots[OFFSETS] = &self.c.offsets
+        self.slots[TIMESTAMPS] = &self.c.timestamps
+        self.slots[TIMESTAMP_TYPES] = &self.c.timestamp_types
+        self.slots[HEADER_VALID] = &self.c.header_valid
+        self.slots[HEADER_OFFSETS] = &self.c.header_offsets
+        self.slots[HEADER_KEY_OFFSETS] = &self.c.header_key_offsets
+        self.slots[HEADER_KEY_DATA] = &self.c.header_key_data
+        self.slots[HEADER_VALUE_VALID] = &self.c.header_value_valid
+        self.slots[HEADER_VALUE_OFFSETS] = &self.c.header_value_offsets
+        self.slots[HEADER_VALUE_DATA] = &self.c.header_value_data
 
     def __dealloc__(self):
-        free(self.c.key_valid.data)
-        free(self.c.key_offsets.data)
-        free(self.c.key_data.data)
-        free(self.c.value_valid.data)
-        free(self.c.value_offsets.data)
-        free(self.c.value_data.data)
-        free(self.c.offsets.data)
-        free(self.c.timestamps.data)
-        free(self.c.timestamp_types.data)
-        free(self.c.header_valid.data)
-        free(self.c.header_offsets.data)
-        free(self.c.header_key_offsets.data)
-        free(self.c.header_key_data.data)
-        free(self.c.header_value_valid.data)
-        free(self.c.header_value_offsets.data)
-        free(self.c.header_value_data.data)
+        cdef int slot
+        for slot in range(NUM_SLOTS):
+            if self.pool is not None:
+                self.pool.give_back(slot, self.slots[slot].data, self.slots[slot].cap)
+            else:
+                free(self.slots[slot].data)
 
     @property
     def num_rows(self):
@@ -513,17 +607,24 @@ cdef class ColumnarRecords:
     def data_bytes(self):
         return self.c.data_bytes
 
-    cdef int _reset(self) except -1:
+    cdef void _reset(self) noexcept:
         self.c.num_rows = 0
         self.c.key_nulls = self.c.value_nulls = self.c.header_nulls = 0
         self.c.header_value_nulls = 0
         self.c.num_headers = 0
         self.c.data_bytes = 0
-        if (put_i32(&self.c.key_offsets, 0) != 0 or put_i32(&self.c.value_offsets, 0) != 0
-                or put_i32(&self.c.header_offsets, 0) != 0
-                or put_i32(&self.c.header_key_offsets, 0) != 0
-                or put_i32(&self.c.header_value_offsets, 0) != 0):
-            raise MemoryError()
+
+    cdef int _prepare(self) except -1:
+        """Before rows are added or taken: buffers handed over are replaced by the pool's
+        spares (when it has some), and each empty offsets column starts with its 0."""
+        cdef int slot
+        for slot in range(NUM_SLOTS):
+            if self.slots[slot].data == NULL:
+                self.pool.lend(slot, self.slots[slot])
+        for slot in (KEY_OFFSETS, VALUE_OFFSETS, HEADER_OFFSETS, HEADER_KEY_OFFSETS,
+                     HEADER_VALUE_OFFSETS):
+            if self.slots[slot].size == 0 and put_i32(self.slots[slot], 0) != 0:
+                raise MemoryError()
         return 0
 
     cdef int _enter(self) except -1:
@@ -547,6 +648,7 @@ cdef class ColumnarRecords:
             pairs = struct.pack(f"={2 * len(ordered)}q", *(v for t in ordered for v in t))
         self._enter()
         try:
+            self._prepare()
             PyObject_GetBuffer(records, &view, PyBUF_ANY_CONTIGUOUS)
             try:
                 memset(&w, 0, sizeof(w))
@@ -612,34 +714,39 @@ cdef class ColumnarRecords:
 
     cdef dict _take(self):
         cdef Columns *c = &self.c
-        cdef dict out = {
+        cdef dict out
+        self._prepare()
+        out = {
             "num_rows": c.num_rows,
-            "key": (self._bitmap(&c.key_valid, c.key_nulls),
-                    take_buf(&c.key_offsets), take_buf(&c.key_data), c.key_nulls),
-            "value": (self._bitmap(&c.value_valid, c.value_nulls),
-                      take_buf(&c.value_offsets), take_buf(&c.value_data), c.value_nulls),
-            "offset": take_buf(&c.offsets),
-            "timestamp": take_buf(&c.timestamps),
-            "timestampType": take_buf(&c.timestamp_types),
+            "key": (self._bitmap(KEY_VALID, c.key_nulls), self._hand_over(KEY_OFFSETS),
+                    self._hand_over(KEY_DATA), c.key_nulls),
+            "value": (self._bitmap(VALUE_VALID, c.value_nulls), self._hand_over(VALUE_OFFSETS),
+                      self._hand_over(VALUE_DATA), c.value_nulls),
+            "offset": self._hand_over(OFFSETS),
+            "timestamp": self._hand_over(TIMESTAMPS),
+            "timestampType": self._hand_over(TIMESTAMP_TYPES),
         }
         if self.include_headers:
             out["headers"] = (
-                self._bitmap(&c.header_valid, c.header_nulls),
-                take_buf(&c.header_offsets), c.header_nulls, c.num_headers,
-                take_buf(&c.header_key_offsets), take_buf(&c.header_key_data),
-                self._bitmap(&c.header_value_valid, c.header_value_nulls),
-                take_buf(&c.header_value_offsets), take_buf(&c.header_value_data),
+                self._bitmap(HEADER_VALID, c.header_nulls),
+                self._hand_over(HEADER_OFFSETS), c.header_nulls, c.num_headers,
+                self._hand_over(HEADER_KEY_OFFSETS), self._hand_over(HEADER_KEY_DATA),
+                self._bitmap(HEADER_VALUE_VALID, c.header_value_nulls),
+                self._hand_over(HEADER_VALUE_OFFSETS), self._hand_over(HEADER_VALUE_DATA),
                 c.header_value_nulls)
         else:
             self._drop_headers()
         self._reset()
         return out
 
-    cdef object _bitmap(self, Buf *b, Py_ssize_t nulls):
+    cdef NativeBuffer _hand_over(self, int slot):
+        return take_buf(self.slots[slot], self.pool, slot)
+
+    cdef object _bitmap(self, int slot, Py_ssize_t nulls):
         if nulls == 0:
-            b.size = 0
+            self.slots[slot].size = 0
             return None
-        return take_buf(b)
+        return self._hand_over(slot)
 
     cdef void _drop_headers(self):
         self.c.header_offsets.size = 0

@@ -32,7 +32,10 @@ cdef inline int buf_grow(Buf *b, Py_ssize_t extra) noexcept nogil:
 
 
 cdef inline int buf_put(Buf *b, const void *src, Py_ssize_t n) noexcept nogil:
-    """Append n bytes: 0, or -1 when out of memory."""
+    """Append n bytes: 0, or -1 when out of memory. Nothing for n == 0 (an empty buffer's
+    data is NULL, which memcpy may not be given even for no bytes)."""
+    if n == 0:
+        return 0
     if b.size + n > b.cap and buf_grow(b, n) != 0:
         return -1
     memcpy(b.data + b.size, src, n)

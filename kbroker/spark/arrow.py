@@ -11,6 +11,14 @@ copying, into pyarrow arrays of the types Spark expects:
 Spark checks the batch schema against the source schema exactly (field names,
 types and nullability), so the types are taken from the schema Spark hands the
 reader (`arrow_schema()`), never spelled twice.
+
+The decoders of one process share one BufferPool (`BUFFER_POOL`): a column buffer
+comes back to it once the Arrow arrays over it are freed (pyspark has sent the batch
+to the JVM), and the next batch of any partition read in this process, in this task
+or the next one the reused Python worker runs, decodes into it. pyspark keeps a task's
+first batch and the batch before the current one referenced, so a pool of one decoder
+alone would seldom have a spare; the pool keeps at most two spares per column and
+256 MiB in all.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from kbroker._core.batch_decode import ColumnarRecords
+from kbroker._core.batch_decode import BufferPool, ColumnarRecords
 from kbroker.records.compression import decompress
+
+BUFFER_POOL = BufferPool()
 
 
 def _binary(typ: pa.DataType, n: int, column: tuple[Any, ...]) -> pa.Array:
@@ -68,10 +78,11 @@ def record_batch(columns: dict[str, Any], topic: str, partition: int,
 
 
 def new_decoder(schema: pa.Schema, check_crcs: bool = True) -> ColumnarRecords:
-    """A decoder for `schema`'s columns; compressed batches are inflated by
-    compression.decompress, bounded (a batch past the bound is a CorruptRecordError)."""
+    """A decoder for `schema`'s columns, with the process's BUFFER_POOL; compressed batches
+    are inflated by compression.decompress, bounded (a batch past the bound is a
+    CorruptRecordError)."""
     return ColumnarRecords(include_headers="headers" in schema.names, check_crcs=check_crcs,
-                           decompress=decompress)
+                           decompress=decompress, pool=BUFFER_POOL)
 
 
 def decode_to_batch(records: Any, start_offset: int, end_offset: int, topic: str,

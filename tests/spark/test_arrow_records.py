@@ -17,10 +17,15 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from kbroker._core import batch_decode, batch_encode  # noqa: E402
-from kbroker._core.batch_decode import ColumnarRecords, CorruptRecordError, scan_next_offset  # noqa: E402
+from kbroker._core.batch_decode import (  # noqa: E402
+    BufferPool,
+    ColumnarRecords,
+    CorruptRecordError,
+    scan_next_offset,
+)
 from kbroker._core.batch_encode import murmur2, partition_for_key  # noqa: E402
 from kbroker.records.compression import Codec  # noqa: E402
-from kbroker.spark.arrow import decode_to_batch  # noqa: E402
+from kbroker.spark.arrow import decode_to_batch, record_batch  # noqa: E402
 from kbroker.spark.sink import RecordBatchProducer, _binary_column, _headers_column  # noqa: E402
 from kbroker.spark.source import arrow_schema, kafka_schema  # noqa: E402
 from tests.batches import Rec, decode_batches, make_batch  # noqa: E402
@@ -147,6 +152,67 @@ def test_take_starts_over() -> None:
     assert cols.num_rows == 2
 
 
+def step_records(partition: int, step: int, n: int) -> list[Rec]:
+    """Records of one decode step: sizes, nulls and headers change from step to step, so
+    a buffer lent again holds other bytes (and other null bits) than its new contents."""
+    return [Rec(None if (i + step) % 5 == 0 else b"%d-%d-%d|" % (partition, step, i) * (1 + (i + step) % 9),
+                key=None if (i + step) % 3 == 0 else b"k%d" % (step * n + i),
+                headers=[(f"h{i}", b"%d" % step), ("n", None)] if (i + step) % 2 else [])
+            for i in range(n)]
+
+
+def step_rows(partition: int, step: int, n: int, base: int) -> list[dict]:
+    return [{"key": r.key, "value": r.value, "topic": "t", "partition": partition,
+             "offset": base + i, "timestamp": TS, "timestampType": 0,
+             "headers": [{"key": k, "value": v} for k, v in r.headers] or None}
+            for i, r in enumerate(step_records(partition, step, n))]
+
+
+def test_buffers_lent_again_leave_earlier_batches_intact() -> None:
+    """Two partitions' decoders share a pool, as the Spark reader's decoders do. Each
+    step's batch is checked when made; every other one is kept, the rest are dropped, so
+    their memory goes back to the pool and the next steps decode into it. At the end,
+    every kept batch still holds exactly its own records."""
+    pool = BufferPool()
+    decoders = {p: ColumnarRecords(include_headers=True, pool=pool) for p in (0, 1)}
+    kept = []
+    for step in range(8):
+        n = 40 + 13 * (step % 3)
+        for p, cols in decoders.items():
+            base = 1000 * step
+            data = make_batch(step_records(p, step, n), base_offset=base, base_timestamp=TS)
+            assert cols.add_records(data, base, base + n) == (base + n, base)
+            batch = record_batch(cols.take(), "t", p, SCHEMA)
+            want = step_rows(p, step, n, base)
+            assert as_rows(batch) == want
+            if step % 2 == 0:
+                kept.append((batch, want))
+            del batch
+    assert pool.lent >= 16 * 7  # every column of every step after the first, from spares
+    for batch, want in kept:
+        assert as_rows(batch) == want
+
+
+def test_the_pool_keeps_within_its_bounds() -> None:
+    data = make_batch(sample_records(), base_offset=0, base_timestamp=TS)
+    none_kept = BufferPool(max_bytes=0)
+    cols = ColumnarRecords(include_headers=True, pool=none_kept)
+    for _ in range(3):
+        cols.add_records(data, 0, 100)
+        assert as_rows(record_batch(cols.take(), "t", 2, SCHEMA)) == expected_rows(0)
+    assert (none_kept.lent, none_kept.held_bytes) == (0, 0)
+    pool = BufferPool(max_bytes=1 << 20)
+    cols = ColumnarRecords(include_headers=True, pool=pool)
+    batches = []
+    for _ in range(5):  # five batches alive, then all freed: at most two spares per column
+        cols.add_records(data, 0, 100)
+        batches.append(cols.take())
+    batches.clear()
+    assert 0 < pool.held_bytes <= 2 * 16 * 4096
+    del cols  # the decoder's own buffers go back too, within the bounds
+    assert pool.held_bytes <= 2 * 16 * 4096
+
+
 def test_murmur2_matches_kafka() -> None:
     # values from Kafka's UtilsTest.testMurmur2
     cases = {b"21": -973932308, b"foobar": -790332482,
@@ -229,3 +295,51 @@ def test_producer_writes_what_the_reader_reads(broker, topic) -> None:  # type: 
     want = [(k.encode() if k else None, v, h) for k, v, h in
             zip(*(rb.column(c).to_pylist() for c in ("key", "value", "headers")), strict=True)]
     assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+def test_reader_batches_of_several_partitions_survive_reuse(broker, topic) -> None:  # type: ignore[no-untyped-def]
+    """PartitionReaders of three partitions over one process's pool, their batches held
+    as pyspark holds them (a task's first batch to its end, each other one until the
+    next arrives) and some to the end of the test: every batch holds exactly the records
+    produced, in offset order, and later batches were decoded into memory lent again."""
+    ck = pytest.importorskip("confluent_kafka")
+    from kbroker.spark.arrow import BUFFER_POOL
+    from kbroker.spark.offsets import OffsetRange
+    from kbroker.spark.options import source_options
+    from kbroker.spark.partition_reader import PartitionReader
+
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                            "linger.ms": 0, "batch.num.messages": 25})
+    sent: dict[int, list[tuple[bytes, bytes]]] = {0: [], 1: [], 2: []}
+    for i in range(1800):
+        p = i % 3
+        key, value = b"k%d" % i, b"%d:%d;" % (p, i) * (1 + i % 17)
+        producer.produce(topic, value, key, partition=p)
+        sent[p].append((key, value))
+        if i % 100 == 99:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    del producer
+    opts = source_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                           "subscribe": topic, "kafka.max.partition.fetch.bytes": "4096",
+                           "maxRecordsPerArrowBatch": "100"}, False)
+    schema = arrow_schema(kafka_schema())
+    lent = BUFFER_POOL.lent
+    kept = []
+    for p, records in sent.items():
+        got = []
+        first = previous = None
+        reader = PartitionReader(opts.client, OffsetRange(topic, p, 0, len(records)), schema,
+                                 max_records_per_arrow_batch=opts.max_records_per_arrow_batch)
+        for i, batch in enumerate(reader):
+            rows = [(r["offset"], r["key"], r["value"]) for r in batch.to_pylist()]
+            got += rows
+            first = batch if first is None else first
+            previous = batch
+            if i % 3 == 1:
+                kept.append((batch, rows))
+        assert got == [(o, k, v) for o, (k, v) in enumerate(records)]
+        del first, previous
+    assert BUFFER_POOL.lent > lent and len(kept) >= 3
+    for batch, rows in kept:
+        assert [(r["offset"], r["key"], r["value"]) for r in batch.to_pylist()] == rows

@@ -17,7 +17,7 @@ import pytest
 
 from kbroker.broker import Broker
 from kbroker.client import KafkaClient, TopicPartition
-from tests.spark.test_spark_source import produce, read
+from tests.spark.test_spark_source import produce, read, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -78,13 +78,6 @@ def test_option_names_are_case_insensitive(spark: Any, broker: Broker, topic: st
           .option("Subscribe", topic).option("STARTINGOFFSETS", "earliest")
           .option("IncludeHeaders", "TRUE").load())
     assert "headers" in df.columns and df.count() == 30
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
 
 
 def test_min_offsets_per_trigger_waits_for_records_or_the_delay(

@@ -49,6 +49,13 @@ def produce(servers: str, topic: str, n: int, *, headers: bool = True, **conf: A
     return acked
 
 
+def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
 def read(spark: Any, servers: str, **options: str) -> Any:
     reader = spark.read.format("kbroker").option("kafka.bootstrap.servers", servers)
     for k, v in options.items():
@@ -106,6 +113,92 @@ def test_read_committed_skips_aborted_and_open_transactions(spark: Any, broker: 
     everything = [bytes(r.value) for r in read(spark, servers, subscribe=topic).collect()]
     assert len(everything) == 61 and b"open" in everything
     p.abort_transaction(30)
+
+
+def test_streaming_read_committed_waits_for_an_open_transaction(
+        spark: Any, broker: Broker, topic: str, tmp_path: Path) -> None:
+    """A checkpointed streaming query with read_committed while producer "a" commits and
+    aborts transactions and producer "b" keeps one open on partition 0: the query reads
+    the other partitions on, stops partition 0 at the open transaction's first offset
+    (its last stable offset) across a restart from the checkpoint, and once "b" commits,
+    the parquet output holds every committed record exactly once and nothing aborted."""
+    servers = broker.bootstrap_servers
+    out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    a = ck.Producer({"bootstrap.servers": servers, "transactional.id": f"{topic}-a",
+                     "linger.ms": 2})
+    b = ck.Producer({"bootstrap.servers": servers, "transactional.id": f"{topic}-b",
+                     "transaction.timeout.ms": 300000})
+    placed: dict[bytes, tuple[int, int]] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None, err
+        placed[msg.value()] = (msg.partition(), msg.offset())
+
+    def transaction(producer: Any, name: str, partitions: range, n: int,
+                    commit: bool | None) -> list[bytes]:
+        producer.begin_transaction()
+        values = [b"%s-%d" % (name.encode(), i) for i in range(n)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value, partition=partitions[i % len(partitions)],
+                             on_delivery=delivered)
+        assert producer.flush(30) == 0
+        if commit is True:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+        return values
+
+    def start() -> Any:
+        return (spark.readStream.format("kbroker").option("kafka.bootstrap.servers", servers)
+                .option("subscribe", topic).option("startingOffsets", "earliest")
+                .option("kafka.isolation.level", "read_committed").load()
+                .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+                .writeStream.format("parquet").option("path", str(out))
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="200 milliseconds").start())
+
+    def output() -> list[tuple[int, int, bytes]]:
+        if not (out / "_spark_metadata").exists():
+            return []
+        rows = spark.read.schema("partition INT, offset BIGINT, value STRING").parquet(str(out))
+        return sorted((r.partition, r.offset, r.value.encode()) for r in rows.collect())
+
+    def expected(values: list[bytes]) -> list[tuple[int, int, bytes]]:
+        return sorted((*placed[v], v) for v in values)
+
+    def checkpointed_partition_0() -> int:
+        offsets = sorted((f for f in (checkpoint / "offsets").iterdir() if f.name.isdigit()),
+                         key=lambda f: int(f.name))
+        return json.loads(offsets[-1].read_text().splitlines()[-1])[topic]["0"]
+
+    a.init_transactions(30)
+    b.init_transactions(30)
+    committed = transaction(a, "a0", range(3), 12, True)
+    transaction(a, "a1", range(3), 12, False)
+    query = start()
+    try:
+        wait_for(lambda: output() == expected(committed), 120, "the first transaction")
+        open_values = transaction(b, "b", range(1), 5, None)  # open on partition 0 only
+        stable = min(placed[v][1] for v in open_values)  # partition 0's last stable offset
+        later = transaction(a, "a2", range(3), 12, True)
+        transaction(a, "a3", range(3), 12, False)
+        later += transaction(a, "a4", range(3), 12, True)
+        readable = committed + [v for v in later if placed[v][0] != 0]
+        wait_for(lambda: output() == expected(readable), 120, "partitions 1 and 2 read on")
+        query.stop()
+        assert checkpointed_partition_0() == stable
+        query = start()  # from the checkpoint, the transaction still open
+        time.sleep(3)  # triggers at 200 ms: none may read partition 0 past the open transaction
+        assert output() == expected(readable)
+        assert checkpointed_partition_0() == stable
+        b.commit_transaction(30)
+        everything = committed + later + open_values
+        wait_for(lambda: output() == expected(everything), 120, "the committed transaction")
+        rows = output()
+        assert len({(p, o) for p, o, _ in rows}) == len(rows) == 12 * 3 + 5
+    finally:
+        query.stop()
+        del a, b
 
 
 def test_offsets_options(spark: Any, broker: Broker, topic: str) -> None:
