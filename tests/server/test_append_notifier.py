@@ -38,3 +38,80 @@ def test_a_cancelled_waiter_is_forgotten() -> None:
         notifier.notify("a")  # nothing left to wake
 
     asyncio.run(scenario())
+
+
+def test_a_parked_callback_runs_inside_notify_once_and_is_forgotten() -> None:
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        calls: list[str] = []
+        notifier.park(["a", "b"], 60, lambda: calls.append("woken"))
+        notifier.notify("a")
+        assert calls == ["woken"]  # in the notify, not on a later loop turn
+        notifier.notify("b")
+        notifier.notify("a")
+        assert calls == ["woken"]
+        assert notifier._waiters == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_parked_callback_runs_at_its_timeout() -> None:
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        woken = asyncio.Event()
+        notifier.park(["a"], 0.01, woken.set)
+        await asyncio.wait_for(woken.wait(), 5)
+        assert notifier._waiters == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_callback_that_parks_again_waits_for_the_next_notify() -> None:
+    """A Fetch woken with still too little to answer parks again from its callback."""
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        calls: list[int] = []
+
+        def woken() -> None:
+            calls.append(len(calls))
+            if len(calls) < 2:
+                notifier.park(["a"], 60, woken)
+        notifier.park(["a"], 60, woken)
+        notifier.notify("a")
+        assert calls == [0] and set(notifier._waiters) == {"a"}
+        notifier.notify("a")
+        assert calls == [0, 1] and notifier._waiters == {}
+
+    asyncio.run(scenario())
+
+
+def test_notifications_wait_for_the_outermost_hold() -> None:
+    """A Produce of several partitions wakes a Fetch once, after all its appends."""
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        calls: list[str] = []
+        notifier.park(["a", "b"], 60, lambda: calls.append("ab"))
+        notifier.park(["b"], 60, lambda: calls.append("b"))
+        with notifier.held():
+            notifier.notify("a")
+            with notifier.held():
+                notifier.notify("b")
+            assert calls == []
+        assert sorted(calls) == ["ab", "b"]
+        assert notifier._waiters == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_park_is_not_called() -> None:
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        calls: list[str] = []
+        parked = notifier.park(["a"], 0.01, lambda: calls.append("woken"))
+        parked.cancel()
+        assert notifier._waiters == {}
+        notifier.notify("a")
+        await asyncio.sleep(0.05)
+        assert calls == []
+
+    asyncio.run(scenario())
