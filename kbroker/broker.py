@@ -209,7 +209,10 @@ class _Parked:
         if callback is None:
             return
         self.cancel()
-        callback()
+        try:
+            callback()
+        except Exception:  # as the loop does for a callback: the other parked still wake
+            log.exception("waking a parked request failed")
 
     def cancel(self) -> None:
         if self.callback is None:

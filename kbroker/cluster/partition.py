@@ -299,7 +299,10 @@ class Partition:
         if callback is None:
             return
         self._drop(waiter)
-        callback(code)
+        try:
+            callback(code)
+        except Exception:  # as the loop does for a callback: the other waiters still wake
+            log.exception("%s: answering an acks=all wait failed", self.topic_partition)
 
     def _drop(self, waiter: _Waiter) -> None:
         waiter.callback = None
