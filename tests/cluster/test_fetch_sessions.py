@@ -186,6 +186,34 @@ def test_a_parked_follower_fetch_woken_by_a_produce_answers_every_partition_it_a
     assert values[1] == [f"p1-{i}".encode().ljust(10, b".") for i in range(2)]
 
 
+def test_a_parked_fetch_of_a_closed_connection_is_dropped(cluster: Cluster) -> None:
+    """A follower's connection closes while its fetch is parked: the appends that would
+    have woken it answer nothing there (its PendingResponse is cancelled), and the broker
+    goes on serving: the produce is acknowledged, a new session's fetch reads it."""
+    topic = "sessions-closed"
+    create_topic(cluster, topic, partitions=1, rf=1)
+    wait_for_leader(cluster, topic, 0)
+    broker = cluster.brokers[1]
+    logged = broker.log_path.stat().st_size
+    gone = BrokerConnection(broker.host, broker.port, timeout_s=30)
+    session = fetch(gone, topic, {0: 0}, 0, 0).session_id
+    gone.send(FetchRequest(
+        replica_id=REPLICA, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=session, session_epoch=1, topics=[], forgotten_topics_data=[], rack_id=""),
+        FETCH_VERSION)
+    time.sleep(0.5)  # the fetch is read and parked
+    gone.close()
+    produce(cluster, topic, 0, 3)
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
+        opened = fetch(conn, topic, {0: 0}, 0, 0)
+    assert opened.error_code == ErrorCode.NONE and opened.session_id != 0
+    high_watermark, record_bytes = answered(opened)[0]
+    assert high_watermark == 3 and record_bytes > 0
+    with open(broker.log_path, "rb") as f:
+        f.seek(logged)
+        assert b"Traceback" not in f.read()
+
+
 def test_followers_replicate_through_sessions(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     """Three brokers: followers open sessions and copy every record; a leader restart
     (sessions lost) makes them open new ones and go on."""
