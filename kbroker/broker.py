@@ -31,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import gc
+import heapq
+import itertools
 import logging
 import os
 import shutil
@@ -113,7 +115,7 @@ class AppendNotifier:
     high watermark).
 
     A parked request is a callback (`park`), called once: inside the `notify` of one of
-    its partitions, or by its timer. Kafka's DelayedFetch is completed in the thread that
+    its partitions, or at its deadline (one loop timer serves every deadline). Kafka's DelayedFetch is completed in the thread that
     appended the same way, with no hand-over to another task. While `held` (a Produce's
     appends, a Fetch's reads), notifications are gathered and delivered when the
     outermost hold ends, as Kafka's ActionQueue completes delayed requests after the
@@ -125,6 +127,13 @@ class AppendNotifier:
         self._holds = 0
         self._held: dict[Any, None] = {}
         self._hold = _Hold(self)
+        # The parked requests' deadlines, earliest first, and one loop timer for the
+        # earliest live one: a loop timer per park cost more than the rest of parking
+        # (asyncio orders its timers with a Python __lt__, cancelled ones included).
+        # Entries of requests woken or cancelled go when they reach the top.
+        self._deadlines: list[tuple[float, int, _Parked]] = []
+        self._sequence = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
 
     def notify(self, tp: Any) -> None:
         if self._holds:
@@ -154,8 +163,34 @@ class AppendNotifier:
         parked = _Parked(self, list(tps), callback)
         for tp in parked.keys:
             self._waiters.setdefault(tp, {})[parked] = None
-        parked.timer = asyncio.get_running_loop().call_later(timeout_s, parked.fire)
+        loop = asyncio.get_running_loop()
+        heapq.heappush(self._deadlines, (loop.time() + timeout_s, next(self._sequence), parked))
+        self._arm(loop)
         return parked
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The timer at the earliest deadline of a request still parked."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][2].callback is None:
+            heapq.heappop(deadlines)
+        if not deadlines:
+            return
+        deadline = deadlines[0][0]
+        timer = self._timer
+        if timer is None or deadline < timer.when():
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        """The timer: the requests whose deadline passed are called (they answer)."""
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            heapq.heappop(deadlines)[2].fire()
+        self._arm(loop)
 
     def wait(self, tps: Iterable[Any], timeout_s: float) -> asyncio.Future[None]:
         """A future done after any of `tps` is notified, or after `timeout_s`.
@@ -196,13 +231,12 @@ class _Hold:
 class _Parked:
     """One parked request in the AppendNotifier."""
 
-    __slots__ = ("notifier", "keys", "callback", "timer")
+    __slots__ = ("notifier", "keys", "callback")
 
     def __init__(self, notifier: AppendNotifier, keys: list[Any], callback: Callable[[], None]) -> None:
         self.notifier = notifier
         self.keys = keys
         self.callback: Callable[[], None] | None = callback
-        self.timer: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
         callback = self.callback
@@ -218,8 +252,6 @@ class _Parked:
         if self.callback is None:
             return
         self.callback = None
-        if self.timer is not None:
-            self.timer.cancel()
         self.notifier._forget(self)
 
 

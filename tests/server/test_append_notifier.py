@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from kbroker.broker import AppendNotifier
 
@@ -113,5 +114,32 @@ def test_a_cancelled_park_is_not_called() -> None:
         notifier.notify("a")
         await asyncio.sleep(0.05)
         assert calls == []
+
+    asyncio.run(scenario())
+
+
+def test_parked_callbacks_time_out_in_deadline_order_whatever_was_woken_or_cancelled() -> None:
+    """One timer serves every deadline: a later park with an earlier deadline is called
+    first, and a woken or cancelled one does not hold back the others."""
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        calls: list[str] = []
+        done = asyncio.Event()
+
+        def call(name: str) -> Callable[[], None]:
+            def callback() -> None:
+                calls.append(name)
+                if len(calls) == 4:
+                    done.set()
+            return callback
+        notifier.park(["a"], 0.2, call("late"))
+        notifier.park(["b"], 0.01, call("early"))
+        notifier.park(["c"], 0.005, call("woken"))
+        notifier.park(["d"], 0.001, call("cancelled")).cancel()
+        notifier.park(["e"], 0.05, call("middle"))
+        notifier.notify("c")
+        await asyncio.wait_for(done.wait(), 5)
+        assert calls == ["woken", "early", "middle", "late"]
+        assert notifier._waiters == {}
 
     asyncio.run(scenario())
