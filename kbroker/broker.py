@@ -115,17 +115,20 @@ class AppendNotifier:
     high watermark).
 
     A parked request is a callback (`park`), called once: inside the `notify` of one of
-    its partitions, or at its deadline (one loop timer serves every deadline). Kafka's DelayedFetch is completed in the thread that
-    appended the same way, with no hand-over to another task. While `held` (a Produce's
-    appends, a Fetch's reads), notifications are gathered and delivered when the
-    outermost hold ends, as Kafka's ActionQueue completes delayed requests after the
-    whole request's appends: a Fetch woken by a Produce of several partitions reads them
-    all, not the first one alone. Event-loop thread only."""
+    its partitions, or at its deadline (one loop timer serves every deadline). Kafka's
+    DelayedFetch is completed in the thread that appended the same way, with no hand-over
+    to another task. While `held` (the requests of one read from a connection: a
+    producer's pipelined Produces; a Fetch's read), notifications are gathered and
+    delivered when the outermost hold ends, as Kafka's ActionQueue completes delayed
+    requests after a request's appends: a Fetch woken by Produces of several partitions,
+    or by several pipelined Produces, reads them all at once. A gathered notification
+    wakes only the requests parked before it: a follower's Fetch that moved the high
+    watermark and then parked is not woken by its own move. Event-loop thread only."""
 
     def __init__(self) -> None:
         self._waiters: dict[Any, dict[_Parked, None]] = {}
         self._holds = 0
-        self._held: dict[Any, None] = {}
+        self._held: dict[Any, int] = {}  # partition -> sequence of its last notification
         self._hold = _Hold(self)
         # The parked requests' deadlines, earliest first, and one loop timer for the
         # earliest live one: a loop timer per park cost more than the rest of parking
@@ -137,7 +140,7 @@ class AppendNotifier:
 
     def notify(self, tp: Any) -> None:
         if self._holds:
-            self._held[tp] = None
+            self._held[tp] = next(self._sequence)
             return
         for parked in self._waiters.pop(tp, ()):
             parked.fire()
@@ -154,17 +157,20 @@ class AppendNotifier:
         self._holds -= 1
         if not self._holds and self._held:
             held, self._held = self._held, {}
-            for tp in held:
-                self.notify(tp)
+            for tp, sequence in held.items():
+                waiters = self._waiters.get(tp)
+                if waiters:
+                    for parked in [p for p in waiters if p.sequence < sequence]:
+                        parked.fire()
 
     def park(self, tps: Iterable[Any], timeout_s: float, callback: Callable[[], None]) -> _Parked:
         """Call `callback()` once: after any of `tps` is notified, or after `timeout_s`.
         The registration goes when it fires or is cancelled."""
-        parked = _Parked(self, list(tps), callback)
+        parked = _Parked(self, list(tps), callback, next(self._sequence))
         for tp in parked.keys:
             self._waiters.setdefault(tp, {})[parked] = None
         loop = asyncio.get_running_loop()
-        heapq.heappush(self._deadlines, (loop.time() + timeout_s, next(self._sequence), parked))
+        heapq.heappush(self._deadlines, (loop.time() + timeout_s, parked.sequence, parked))
         self._arm(loop)
         return parked
 
@@ -231,12 +237,14 @@ class _Hold:
 class _Parked:
     """One parked request in the AppendNotifier."""
 
-    __slots__ = ("notifier", "keys", "callback")
+    __slots__ = ("notifier", "keys", "callback", "sequence")
 
-    def __init__(self, notifier: AppendNotifier, keys: list[Any], callback: Callable[[], None]) -> None:
+    def __init__(self, notifier: AppendNotifier, keys: list[Any], callback: Callable[[], None],
+                 sequence: int) -> None:
         self.notifier = notifier
         self.keys = keys
         self.callback: Callable[[], None] | None = callback
+        self.sequence = sequence  # parked after the notifications numbered below it
 
     def fire(self) -> None:
         callback = self.callback

@@ -432,11 +432,14 @@ class Connection:
             self.close()
 
     def _guarded_process_input(self) -> None:
-        try:
-            self._process_input()
-        except Exception:  # a bug here must cost one connection, not the server
-            log.exception("connection %s: closing after an internal error", self.peer)
-            self.close()
+        # Every frame of this read is handled before the parked Fetches they wake read
+        # again: a follower's Fetch carries all of a producer's pipelined Produces at once.
+        with self.server.broker.append_notifier.held():
+            try:
+                self._process_input()
+            except Exception:  # a bug here must cost one connection, not the server
+                log.exception("connection %s: closing after an internal error", self.peer)
+                self.close()
 
     def _process_input(self) -> None:
         buf = self._inbuf

@@ -143,3 +143,21 @@ def test_parked_callbacks_time_out_in_deadline_order_whatever_was_woken_or_cance
         assert notifier._waiters == {}
 
     asyncio.run(scenario())
+
+
+def test_a_held_notification_wakes_only_the_requests_parked_before_it() -> None:
+    """A follower's Fetch that moved the high watermark (a notification, held until the
+    end of its read) and then parked is not woken by its own move; a later one wakes it."""
+    async def scenario() -> None:
+        notifier = AppendNotifier()
+        calls: list[str] = []
+        notifier.park(["a"], 60, lambda: calls.append("before"))
+        with notifier.held():
+            notifier.notify("a")
+            notifier.park(["a"], 60, lambda: calls.append("after"))
+        assert calls == ["before"] and set(notifier._waiters) == {"a"}
+        with notifier.held():
+            notifier.notify("a")
+        assert calls == ["before", "after"] and notifier._waiters == {}
+
+    asyncio.run(scenario())
