@@ -3,6 +3,7 @@
     python bench/bench_cluster.py                             # the three sections, 3 repeats
     python bench/bench_cluster.py --sections latency --repeats 5
     python bench/bench_cluster.py --sections failover --failover-repeats 9
+    python bench/bench_cluster.py --sections latency --repeats 1 --profile DIR
 
 One ZooKeeper (Debian's) serves the whole run; each cluster runs in a chroot of its own,
 every broker is a fresh `python -m kbroker serve` process with a fresh data dir, and the
@@ -25,7 +26,9 @@ failover    A 3-broker cluster with zookeeper.session.timeout.ms = --session-tim
 latency     Each repeat: a single broker, then a 3-broker cluster, each taking `perf
             produce` at --rate records/s with acks=all (RF=3 on the cluster) over
             --latency-partitions partitions, linger.ms 0, every record's delivery
-            latency sampled.
+            latency sampled. --profile DIR: py-spy samples every broker process of each
+            latency cell (raw collapsed stacks, DIR/<cell>-<repeat>-broker-<id>.txt; the
+            samples of a broker waiting for a core count as busy on a loaded machine).
 
 Targets (issue 13): produce resumes after a leader's SIGKILL within the session timeout
 + 1 s; a controlled shutdown moves leadership in under 1 s; the acks=all RF=3 p99 is
@@ -41,7 +44,9 @@ import json
 import os
 import resource
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -143,6 +148,30 @@ def _watermarks_answered(target: Target, topic: str) -> bool:
     return True
 
 
+@contextmanager
+def profiled(target: Target, out: Path | None, name: str) -> Iterator[None]:
+    """py-spy on every broker process of `target` meanwhile (--profile), when `out` is set."""
+    procs: list[subprocess.Popen[bytes]] = []
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        procs = [subprocess.Popen(
+            ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+             "--nonblocking", "--output", str(out / f"{name}-broker-{b}.txt")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for b, pid in target.pids().items()]
+        time.sleep(1.0)  # py-spy attaches
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def measured_produce(target: Target, options: PerfOptions) -> dict[str, Any]:
     """One `perf produce` run with the CPU each broker process spent meanwhile."""
     pids = target.pids()
@@ -204,8 +233,9 @@ def throughput_repeat(zookeeper: ZooKeeperServer, work: Path, args: argparse.Nam
 
 
 def produce_cell(target: Target, cell: str, repeat: int, rf: int, partitions: int,
-                 args: argparse.Namespace, **perf: Any) -> dict[str, Any]:
-    """One measured `perf produce` run on a fresh topic of `partitions` partitions."""
+                 args: argparse.Namespace, profile: Path | None = None, **perf: Any) -> dict[str, Any]:
+    """One measured `perf produce` run on a fresh topic of `partitions` partitions, its
+    brokers sampled by py-spy into `profile` when set."""
     topic = f"{cell.replace('/', '-')}-{repeat}"
     create_topic(target, topic, partitions, rf)
     warm_up(target, topic)
@@ -213,7 +243,8 @@ def produce_cell(target: Target, cell: str, repeat: int, rf: int, partitions: in
     # Write back what earlier cells left dirty (GBs after an RF=3 cell): else its writeback,
     # and the fsyncs that wait for it, land in this cell's CPU and latency.
     os.sync()
-    result = measured_produce(target, options)
+    with profiled(target, profile, f"{cell.replace('/', '-')}-{repeat}"):
+        result = measured_produce(target, options)
     pct = (result.get("latency") or {}).get("percentiles_ms", {})
     print(f"  {cell:24} {result['records_per_s']:>9,.0f} rec/s {result['mb_per_s']:6.1f} MB/s "
           f"{_f(result['cpu_s_per_gb'], '6.2f')} CPU-s/GB {_f(result['cores_busy'], '4.2f')} cores "
@@ -262,11 +293,11 @@ def latency_repeat(zookeeper: ZooKeeperServer, work: Path, args: argparse.Namesp
     runs = []
     with single_broker(work) as single:
         runs.append(produce_cell(single, LATENCY_SINGLE, repeat, 1, args.latency_partitions, args,
-                                 acks="all", **paced))
+                                 args.profile, acks="all", **paced))
     with local_cluster(zookeeper, work, 3) as cluster:
         for cell, acks in ((LATENCY_RF3, "all"), ("cluster-3/rf3-acks-1", "1")):
             runs.append(produce_cell(cluster, cell, repeat, 3, args.latency_partitions, args,
-                                     acks=acks, **paced))
+                                     args.profile, acks=acks, **paced))
     return runs
 
 
@@ -397,6 +428,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--latency-records", type=int, default=50_000)
     ap.add_argument("--latency-partitions", type=int, default=3)
     ap.add_argument("--phase-timeout", type=float, default=300.0)
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="py-spy every broker of each latency cell, stacks into DIR")
     ap.add_argument("--json", type=Path, default=RESULTS)
     ap.add_argument("--work", type=Path, default=None,
                     help="keep ZooKeeper's and the brokers' logs here (default: a temp dir, removed)")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -94,11 +94,18 @@ class FollowerState:
 AlterIsr = Callable[["Partition", tuple[int, ...]], "asyncio.Future[PartitionState]"]
 
 
-@dataclass(slots=True)
 class _Waiter:
-    required_offset: int
-    min_insync_replicas: int
-    future: asyncio.Future[int] = field(repr=False)
+    """An acks=all wait: `callback(code)` once the high watermark reaches
+    `required_offset`, leadership moves, or `deadline` (the loop's time) passes."""
+
+    __slots__ = ("required_offset", "min_insync_replicas", "callback", "deadline")
+
+    def __init__(self, required_offset: int, min_insync_replicas: int,
+                 callback: Callable[[int], None], deadline: float) -> None:
+        self.required_offset = required_offset
+        self.min_insync_replicas = min_insync_replicas
+        self.callback: Callable[[int], None] | None = callback
+        self.deadline = deadline
 
 
 class Partition:
@@ -125,6 +132,9 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self.fenced = False  # the broker lost ZooKeeper: no writes as leader
         self._waiters: list[_Waiter] = []
+        # one timer for the waiters' earliest deadline, not one per waiter (most are
+        # answered within milliseconds; the timer then finds none due)
+        self._waiter_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         s = self.state
@@ -234,19 +244,68 @@ class Partition:
         """acks=all: the error code once the high watermark reaches `required_offset`
         (NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or, after
         `timeout_s`, REQUEST_TIMED_OUT). An int when it is known at once."""
+        code = self._code_now(required_offset, min_insync_replicas)
+        if code is not None:
+            return code
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        waiter = self._add_waiter(required_offset, min_insync_replicas, timeout_s,
+                                  lambda c: _resolve(fut, c))
+        fut.add_done_callback(lambda _f: self._drop(waiter))  # cancelled: forgotten too
+        return fut
+
+    def on_high_watermark(self, required_offset: int, min_insync_replicas: int, timeout_s: float,
+                          callback: Callable[[int], None]) -> int | None:
+        """wait_for_high_watermark with a callback: the code when it is known at once (the
+        callback is not called), else None and `callback(code)` later, once: inside the
+        request that moved the high watermark (no task in between), or from the timer."""
+        code = self._code_now(required_offset, min_insync_replicas)
+        if code is None:
+            self._add_waiter(required_offset, min_insync_replicas, timeout_s, callback)
+        return code
+
+    def _code_now(self, required_offset: int, min_insync_replicas: int) -> int | None:
         plog = self.log
         if plog is not None and plog.high_watermark >= required_offset:
             return self._after_append_code(min_insync_replicas)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
-        waiter = _Waiter(required_offset, min_insync_replicas, fut)
-        self._waiters.append(waiter)
-        handle = loop.call_later(timeout_s, _resolve, fut, ErrorCode.REQUEST_TIMED_OUT)
-        fut.add_done_callback(lambda _f: handle.cancel())
-        fut.add_done_callback(lambda _f: self._forget(waiter))
-        return fut
+        return None
 
-    def _forget(self, waiter: _Waiter) -> None:
+    def _add_waiter(self, required_offset: int, min_insync_replicas: int, timeout_s: float,
+                    callback: Callable[[int], None]) -> _Waiter:
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(required_offset, min_insync_replicas, callback, loop.time() + timeout_s)
+        self._waiters.append(waiter)
+        timer = self._waiter_timer
+        if timer is None or waiter.deadline < timer.when():
+            if timer is not None:
+                timer.cancel()
+            self._waiter_timer = loop.call_at(waiter.deadline, self._expire_waiters)
+        return waiter
+
+    def _expire_waiters(self) -> None:
+        """The waiters' timer: REQUEST_TIMED_OUT to those past their deadline (the loop
+        may run a timer up to its clock resolution early: 1 ms of slack), then the timer
+        for the next deadline."""
+        self._waiter_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time() + 0.001
+        for w in [w for w in self._waiters if w.deadline <= now]:
+            self._resolve_waiter(w, ErrorCode.REQUEST_TIMED_OUT)
+        if self._waiters and self._waiter_timer is None:
+            self._waiter_timer = loop.call_at(min(w.deadline for w in self._waiters),
+                                              self._expire_waiters)
+
+    def _resolve_waiter(self, waiter: _Waiter, code: int) -> None:
+        callback = waiter.callback
+        if callback is None:
+            return
+        self._drop(waiter)
+        try:
+            callback(code)
+        except Exception:  # as the loop does for a callback: the other waiters still wake
+            log.exception("%s: answering an acks=all wait failed", self.topic_partition)
+
+    def _drop(self, waiter: _Waiter) -> None:
+        waiter.callback = None
         try:
             self._waiters.remove(waiter)
         except ValueError:
@@ -261,11 +320,11 @@ class Partition:
         if not self._waiters:
             return
         for w in [w for w in self._waiters if w.required_offset <= high_watermark]:
-            _resolve(w.future, self._after_append_code(w.min_insync_replicas))
+            self._resolve_waiter(w, self._after_append_code(w.min_insync_replicas))
 
     def fail_waiters(self, code: int) -> None:
         for w in list(self._waiters):
-            _resolve(w.future, code)
+            self._resolve_waiter(w, code)
 
     # -- leader: followers -----------------------------------------------------------------
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,

@@ -8,9 +8,10 @@ A size below 0 or above `socket.request.max.bytes` closes the connection as
 soon as the prefix is read, before any of the frame is buffered.
 
 Requests are decoded and dispatched as they arrive. Each gets a slot in an
-ordered queue; a handler may complete later (long-poll Fetch) and a response
-leaves only when every earlier slot has left, so clients that pipeline (up to
-5 in flight) see responses in request order. An acks=0 Produce occupies a slot
+ordered queue; a handler may complete later (a coroutine, run as a task; or a
+PendingResponse, completed by the callback that wakes it: a parked Fetch, an acks=all
+Produce) and a response leaves only when every earlier slot has left, so clients
+that pipeline (up to 5 in flight) see responses in request order. An acks=0 Produce occupies a slot
 that produces no bytes. Reading stops (backpressure) while the broker's
 RequestQueue is full (queued.max.requests / queued.max.request.bytes, Kafka's
 keys, over all connections), while this connection has MAX_PENDING_RESPONSES
@@ -43,7 +44,6 @@ was read whole, handed to its handler, answered, dequeued and written.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import socket
 import ssl
@@ -68,7 +68,7 @@ from kbroker.server.api_table import ApiSpec
 from kbroker.server.apis import api_versions
 from kbroker.server.authenticator import SaslAuthenticator, SaslState
 from kbroker.server.authorization import request_refusal
-from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
+from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse, RequestContext
 from kbroker.server.request_logger import LoggedRequest
 from kbroker.server.response_writer import ResponseWriter
 from kbroker.server.tls_transport import TlsChannel, TlsResponseWriter
@@ -158,6 +158,7 @@ class Connection:
         self._big_size = 0
         self._pending: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._deferred: set[PendingResponse] = set()  # answers completed by callbacks
         self._reading = False
         self._draining = False  # shutting down: no new requests
         self._close_after_drain = False
@@ -228,6 +229,9 @@ class Connection:
         self.writer.close()
         for task in list(self._tasks):
             task.cancel()
+        for pending in self._deferred:
+            pending.cancel()
+        self._deferred.clear()
         self._release(self._pending)
         self._pending.clear()
         self.server.request_queue.forget(self)
@@ -428,11 +432,14 @@ class Connection:
             self.close()
 
     def _guarded_process_input(self) -> None:
-        try:
-            self._process_input()
-        except Exception:  # a bug here must cost one connection, not the server
-            log.exception("connection %s: closing after an internal error", self.peer)
-            self.close()
+        # Every frame of this read is handled before the parked Fetches they wake read
+        # again: a follower's Fetch carries all of a producer's pipelined Produces at once.
+        with self.server.broker.append_notifier.held():
+            try:
+                self._process_input()
+            except Exception:  # a bug here must cost one connection, not the server
+                log.exception("connection %s: closing after an internal error", self.peer)
+                self.close()
 
     def _process_input(self) -> None:
         buf = self._inbuf
@@ -616,7 +623,11 @@ class Connection:
                 slot.throttle_ms = quotas.record(
                     self.principal.name, slot.client_id, REQUEST_QUOTA,
                     (time.perf_counter_ns() - started) / 1e6, self.server.broker.time.milliseconds())
-        if inspect.isawaitable(result):
+        if type(result) is PendingResponse:
+            self._deferred.add(result)
+            result.attach(lambda response, error: self._deferred_done(slot, spec, request, result,
+                                                                      response, error))
+        elif hasattr(type(result), "__await__"):  # awaitable (inspect.isawaitable costs more)
             task = self.loop.create_task(self._await(slot, spec, request, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -630,6 +641,17 @@ class Connection:
             raise
         except Exception:
             log.exception("%s v%d from %s failed", _name(slot.api_key), slot.version, self.peer)
+            self._fail(slot, spec, request)
+            return
+        self._complete(slot, response)
+
+    def _deferred_done(self, slot: _Slot, spec: ApiSpec, request: Any, pending: PendingResponse,
+                       response: Any, error: BaseException | None) -> None:
+        """A PendingResponse was completed (inside the callback that completed it)."""
+        self._deferred.discard(pending)
+        if error is not None:
+            log.error("%s v%d from %s failed", _name(slot.api_key), slot.version, self.peer,
+                      exc_info=error)
             self._fail(slot, spec, request)
             return
         self._complete(slot, response)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,8 @@ from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
+from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
+from tests.batches import decode_batches, values_batch
 
 from .support import create_topic, new_cluster, read_partition, wait_for_isr, wait_for_leader
 
@@ -60,6 +62,20 @@ def fetch(conn: BrokerConnection, topic: str, positions: dict[int, int], session
         rack_id="")
     response: FetchResponse = conn.request(request, FETCH_VERSION)
     return response
+
+
+def parked_fetch(conn: BrokerConnection, topic: str, session: int,
+                 meanwhile: Callable[[], object]) -> tuple[FetchResponse, float]:
+    """An incremental fetch (epoch 1) that parks for up to 10 s, `meanwhile` run on another
+    thread half a second after it is sent; its answer and the seconds it took."""
+    other = threading.Timer(0.5, meanwhile)
+    started = time.monotonic()
+    other.start()
+    try:
+        woken = fetch(conn, topic, {}, session, 1, max_wait_ms=10_000)
+    finally:
+        other.join(30)
+    return woken, time.monotonic() - started
 
 
 def answered(response: FetchResponse) -> dict[int, tuple[int, int]]:
@@ -129,17 +145,73 @@ def test_a_parked_session_fetch_is_answered_when_records_arrive(cluster: Cluster
     with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
         session = fetch(conn, topic, {0: 0, 1: 0}, 0, 0).session_id
         assert session != 0
-        producer = threading.Timer(0.5, produce, (cluster, topic, 1, 1))
-        started = time.monotonic()
-        producer.start()
-        try:
-            woken = fetch(conn, topic, {}, session, 1, max_wait_ms=10_000)
-        finally:
-            producer.join(30)
-        waited = time.monotonic() - started
+        woken, waited = parked_fetch(conn, topic, session, lambda: produce(cluster, topic, 1, 1))
         assert woken.error_code == ErrorCode.NONE
         assert set(answered(woken)) == {1} and answered(woken)[1][1] > 0
         assert waited < 8.0, f"the parked fetch waited {waited:.1f} s of its 10 s"
+
+
+def test_a_parked_follower_fetch_woken_by_a_produce_answers_every_partition_it_appended(
+        cluster: Cluster) -> None:
+    """A parked follower fetch is answered from inside the Produce that appended (no task
+    in between), once all of that request's partitions are appended: one answer with both
+    partitions' records, each with the high watermark after the append (as the answer of
+    a task that ran after the whole Produce was)."""
+    topic = "sessions-woken"
+    create_topic(cluster, topic, partitions=2, rf=1)
+    for p in range(2):
+        wait_for_leader(cluster, topic, p)
+    produce(cluster, topic, 0, 3)  # partition 0 holds offsets 0-2 before the request
+    broker = cluster.brokers[1]
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn, \
+            BrokerConnection(broker.host, broker.port, timeout_s=30) as producer:
+        session = fetch(conn, topic, {0: 3, 1: 0}, 0, 0).session_id
+        assert session != 0
+        request = ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=values_batch(4, prefix=b"p0-")),
+                ProduceRequest.PartitionProduceData(index=1, records=values_batch(2, prefix=b"p1-")),
+            ])])
+        produced: list[ProduceResponse] = []
+        woken, _ = parked_fetch(conn, topic, session,
+                                lambda: produced.append(producer.request(request, 9)))
+    assert [(p.index, p.error_code, p.base_offset) for r in produced[0].responses
+            for p in r.partition_responses] == [(0, ErrorCode.NONE, 3), (1, ErrorCode.NONE, 0)]
+    parts = {pd.partition_index: pd for t in woken.responses for pd in t.partitions}
+    assert set(parts) == {0, 1}
+    assert (parts[0].high_watermark, parts[1].high_watermark) == (7, 2)
+    values = {p: [v for _, _, recs in decode_batches(bytes(pd.records)) for _, _, _, v in recs]  # type: ignore[arg-type]
+              for p, pd in parts.items()}
+    assert values[0] == [f"p0-{i}".encode().ljust(10, b".") for i in range(4)]
+    assert values[1] == [f"p1-{i}".encode().ljust(10, b".") for i in range(2)]
+
+
+def test_a_parked_fetch_of_a_closed_connection_is_dropped(cluster: Cluster) -> None:
+    """A follower's connection closes while its fetch is parked: the appends that would
+    have woken it answer nothing there (its PendingResponse is cancelled), and the broker
+    goes on serving: the produce is acknowledged, a new session's fetch reads it."""
+    topic = "sessions-closed"
+    create_topic(cluster, topic, partitions=1, rf=1)
+    wait_for_leader(cluster, topic, 0)
+    broker = cluster.brokers[1]
+    logged = broker.log_path.stat().st_size
+    gone = BrokerConnection(broker.host, broker.port, timeout_s=30)
+    session = fetch(gone, topic, {0: 0}, 0, 0).session_id
+    gone.send(FetchRequest(
+        replica_id=REPLICA, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=session, session_epoch=1, topics=[], forgotten_topics_data=[], rack_id=""),
+        FETCH_VERSION)
+    time.sleep(0.5)  # the fetch is read and parked
+    gone.close()
+    produce(cluster, topic, 0, 3)
+    with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
+        opened = fetch(conn, topic, {0: 0}, 0, 0)
+    assert opened.error_code == ErrorCode.NONE and opened.session_id != 0
+    high_watermark, record_bytes = answered(opened)[0]
+    assert high_watermark == 3 and record_bytes > 0
+    with open(broker.log_path, "rb") as f:
+        f.seek(logged)
+        assert b"Traceback" not in f.read()
 
 
 def test_followers_replicate_through_sessions(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:

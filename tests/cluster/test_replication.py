@@ -9,6 +9,8 @@ printed and recorded as test properties, never asserted.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,8 +19,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from kbroker.client.connection import BrokerConnection
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.produce import ProduceRequest
+from tests.batches import values_batch
 
 from .support import (
     ProducerRun,
@@ -418,3 +424,38 @@ def test_acks_all_does_not_wait_for_a_follower_that_shut_down(patient_cluster: C
     # Waiting for the stopped follower (caught up at its last fetch) would take
     # replica.lag.time.max.ms (120 s), beyond the producer's 30 s.
     assert delivered == [0]
+
+
+def test_acks_all_times_out_while_the_followers_are_stopped(patient_cluster: Cluster) -> None:
+    """Both followers SIGSTOPped (still in the ISR: they lose no ZooKeeper session in the
+    few seconds this takes): two pipelined acks=all Produces, the later one with the
+    shorter timeout, are both answered REQUEST_TIMED_OUT; once the followers run again an
+    acks=all Produce is answered NONE."""
+    cluster = patient_cluster
+    create_topic(cluster, "stalled", partitions=1, rf=3)
+    view = wait_for_leader(cluster, "stalled")
+    wait_for_isr(cluster, "stalled", 0, {1, 2, 3})
+    leader = cluster.brokers[view.leader]
+    followers = [cluster.brokers[b].pid for b in view.replicas if b != view.leader]
+    assert all(pid is not None for pid in followers)
+
+    def produce(timeout_ms: int) -> ProduceRequest:
+        return ProduceRequest(acks=-1, timeout_ms=timeout_ms, topic_data=[
+            ProduceRequest.TopicProduceData(name="stalled", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=values_batch(3))])])
+    with BrokerConnection(leader.host, leader.port, timeout_s=30) as conn:
+        for pid in followers:
+            os.kill(pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        try:
+            conn.send(produce(1500), 9)
+            conn.send(produce(300), 9)
+            answers = [conn.receive(), conn.receive()]
+        finally:
+            for pid in followers:
+                os.kill(pid, signal.SIGCONT)  # type: ignore[arg-type]
+        codes = [p.error_code for a in answers for r in a.responses for p in r.partition_responses]
+        assert codes == [ErrorCode.REQUEST_TIMED_OUT] * 2
+        wait_for_isr(cluster, "stalled", 0, {1, 2, 3})
+        after = conn.request(produce(30_000), 9)
+    assert [(p.error_code, p.base_offset) for r in after.responses
+            for p in r.partition_responses] == [(ErrorCode.NONE, 6)]

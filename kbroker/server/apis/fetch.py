@@ -21,7 +21,9 @@ first in its next Fetch).
 Long poll: while fewer than `min_bytes` are available, no partition has an
 error, no record bound above left records out (waiting would bring no more) and
 `max_wait_ms` has not passed, the request parks on the broker's
-AppendNotifier and re-reads when one of its partitions is appended to.
+AppendNotifier (a PendingResponse to the connection) and re-reads when one of its
+partitions is appended to, inside the request that appended (Kafka's DelayedFetch
+completed by the appending thread), or at the deadline.
 
 Topics are named (v4-12) or identified by topic_id (v13+; UNKNOWN_TOPIC_ID when
 the id is unknown). A follower's fetch (v7+) may open an incremental fetch session
@@ -52,7 +54,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable
 from typing import Any
 
 from kbroker.cluster.fetch_session import (
@@ -71,7 +72,7 @@ from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.server import authorization as authz
 from kbroker.server.broker_topic_stats import BrokerTopicStats
-from kbroker.server.request_context import RequestContext
+from kbroker.server.request_context import PendingResponse, RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
 from kbroker.storage.log import Log
 
@@ -90,8 +91,8 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
-    """Answer at once when the data is there; else return a coroutine that long-polls."""
+def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | PendingResponse:
+    """Answer at once when the data is there; else park the request (a PendingResponse)."""
     deadline = _now_ms() + max(0, request.max_wait_ms)
     session: _Session | None = None
     if ctx.api_version >= 7 and ctx.broker.clustered and _replica_id(request, ctx.api_version) >= 0:
@@ -99,29 +100,39 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaita
         if isinstance(found, int):
             return _session_error(found)
         session = found
-    response, tps = _read_once(ctx, request, deadline, session)
+    # A follower's read may move the high watermark: the other follower's parked Fetch
+    # (and consumers') re-read once this read is over.
+    with ctx.broker.append_notifier.held():
+        response, tps = _read_once(ctx, request, deadline, session)
     if tps is None:
         return response
-    # Parked now, not when the coroutine's task first runs (a later loop turn): an append
-    # in between must wake it, or a follower's Fetch (and every acks=all Produce waiting
-    # on it) would sleep the whole max_wait_ms.
-    return _long_poll(ctx, request, deadline, _park(ctx, tps, deadline), session)
+    pending = PendingResponse()
+    _park(ctx, request, deadline, session, tps, pending)
+    return pending
 
 
-def _park(ctx: RequestContext, tps: list[Any], deadline: int) -> Awaitable[None]:
-    return ctx.broker.append_notifier.wait(tps, max(deadline - _now_ms(), 0) / 1000)
-
-
-async def _long_poll(
-    ctx: RequestContext, request: FetchRequest, deadline: int, parked: Awaitable[None],
-    session: _Session | None,
-) -> FetchResponse:
-    while True:
-        await parked
-        response, again = _read_once(ctx, request, deadline, session)
+def _park(ctx: RequestContext, request: FetchRequest, deadline: int, session: _Session | None,
+          tps: list[Any], pending: PendingResponse) -> None:
+    """Park now, not on a later loop turn: an append in between must wake it, or a
+    follower's Fetch (and every acks=all Produce waiting on it) would sleep the whole
+    max_wait_ms. Woken by an append (inside the appending request: the answer is queued
+    in the same loop turn) or by the deadline, it reads again, and parks again if it
+    still has too little."""
+    def woken() -> None:
+        if pending.cancelled:  # the connection closed: no more reads for it
+            return
+        try:
+            with ctx.broker.append_notifier.held():
+                response, again = _read_once(ctx, request, deadline, session)
+        except Exception as e:
+            pending.fail(e)
+            return
         if again is None:
-            return response
-        parked = _park(ctx, again, deadline)
+            pending.complete(response)
+        else:
+            _park(ctx, request, deadline, session, again, pending)
+
+    ctx.broker.append_notifier.park(tps, max(deadline - _now_ms(), 0) / 1000, woken)
 
 
 # A follower's fetch in a session: the session, and whether this fetch is a full one

@@ -11,15 +11,17 @@ synchronously inside `handle`, so pipelined Produce requests on one connection
 append in request order. Each partition counts once in the broker's BrokerTopicStats
 (records and bytes in from the append's LogAppendInfo; never per record).
 
-The answer may wait (a coroutine; the loop serves everyone else meanwhile and
-responses still leave in request order): for the fsync when an append reaches
-flush.messages (it runs on the flush thread), and for acks=all until the high
-watermark passes the batch (the followers fetched it), at most `timeout_ms`
+The answer may wait (the loop serves everyone else meanwhile and responses still
+leave in request order): for the fsync when an append reaches flush.messages (it
+runs on the flush thread; a coroutine), and for acks=all until the high watermark
+passes the batch (the followers fetched it), at most `timeout_ms`
 (REQUEST_TIMED_OUT), then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
-min.insync.replicas meanwhile, as Kafka's DelayedProduce. On a single broker the
-high watermark is the log end, so acks=all answers at once. acks=0 gets no response
-(and a closed connection if any partition failed, as Kafka does). Parked Fetch
-requests on the partition are woken after each append.
+min.insync.replicas meanwhile, as Kafka's DelayedProduce: without fsyncs to wait for,
+a PendingResponse that the follower Fetch moving the high watermark completes, with
+no task in between. On a single broker the high watermark is the log end, so
+acks=all answers at once. acks=0 gets no response (and a closed connection if any
+partition failed, as Kafka does). Parked Fetch requests on the partitions are woken
+once all of the request's partitions are appended.
 
 Versions 0-2 (magic 0/1 message sets) are advertised only so that librdkafka
 2.0.2 keeps compression enabled (librdkafka #4956); such requests get
@@ -39,13 +41,14 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
+from kbroker.cluster.partition import Partition
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.records.batch_header import ATTRIBUTES_POS, TRANSACTIONAL_BIT
 from kbroker.server import authorization as authz
-from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
+from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse, RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -69,28 +72,72 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     writable = authz.authorized_topics(ctx, "WRITE", (t.name for t in request.topic_data))
     responses = []
     flushes: list[tuple[PartitionResponse, Future[None]]] = []
-    replicated: list[tuple[PartitionResponse, asyncio.Future[int]]] = []
+    waits: list[_Wait] = []
     timeout_s = max(request.timeout_ms, 0) / 1000
-    for topic in request.topic_data:
-        partitions = []
-        for pd in topic.partition_data:
-            if version < MIN_IMPLEMENTED_VERSION:
-                partitions.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
-            elif topic.name not in writable:
-                partitions.append(_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            elif acks not in (0, 1, -1):
-                partitions.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+    # Parked Fetches (followers, consumers) are woken once every partition is appended.
+    with ctx.broker.append_notifier.held():
+        for topic in request.topic_data:
+            partitions = []
+            for pd in topic.partition_data:
+                if version < MIN_IMPLEMENTED_VERSION:
+                    partitions.append(_error(pd.index, ErrorCode.UNSUPPORTED_VERSION))
+                elif topic.name not in writable:
+                    partitions.append(_error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif acks not in (0, 1, -1):
+                    partitions.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                else:
+                    response, flushed, wait = _append(ctx, topic.name, pd, acks)
+                    partitions.append(response)
+                    if flushed is not None:
+                        flushes.append((response, flushed))
+                    if wait is not None:
+                        waits.append(wait)
+            responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+    if flushes:
+        replicated = []
+        for response, partition, required, min_isr in waits:
+            result = partition.wait_for_high_watermark(required, min_isr, timeout_s)
+            if isinstance(result, int):
+                _fail_unless_none(response, result)
             else:
-                response, flushed, waited = _append(ctx, topic.name, pd, acks, timeout_s)
-                partitions.append(response)
-                if flushed is not None:
-                    flushes.append((response, flushed))
-                if waited is not None:
-                    replicated.append((response, waited))
-        responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
-    if flushes or replicated:
+                replicated.append((response, result))
         return _after_waits(request, responses, flushes, replicated)
+    if waits:
+        return _replicated(request, responses, waits, timeout_s)
     return _respond(request, responses)
+
+
+# acks=all, appended: the partition's response, the partition, the offset the high
+# watermark must reach, min.insync.replicas
+_Wait = tuple[PartitionResponse, Partition, int, int]
+
+
+def _replicated(request: ProduceRequest, responses: list[TopicResponse], waits: list[_Wait],
+                timeout_s: float) -> ProduceResponse | object | None | PendingResponse:
+    """acks=all without fsyncs to wait for: answered by the last partition's callback,
+    inside the request that moved its high watermark (a follower's Fetch), as Kafka's
+    DelayedProduce; or at once when every high watermark is already there."""
+    pending = PendingResponse()
+    left = 1  # the waits still open, and this registration
+
+    def replicated(response: PartitionResponse, code: int) -> None:
+        nonlocal left
+        _fail_unless_none(response, code)
+        left -= 1
+        if not left:
+            pending.complete(_respond(request, responses))
+    for response, partition, required, min_isr in waits:
+        left += 1
+        code = partition.on_high_watermark(
+            required, min_isr, timeout_s,
+            lambda code, response=response: replicated(response, code))  # type: ignore[misc]
+        if code is not None:
+            left -= 1
+            _fail_unless_none(response, code)
+    left -= 1
+    if not left:
+        return _respond(request, responses)
+    return pending
 
 
 async def _after_waits(request: ProduceRequest, responses: list[TopicResponse],
@@ -105,10 +152,14 @@ async def _after_waits(request: ProduceRequest, responses: list[TopicResponse],
             _fail(response, e.error_code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR,
                   str(e))
     for response, waited in replicated:
-        code = await waited
-        if code != ErrorCode.NONE and response.error_code == ErrorCode.NONE:
-            _fail(response, code, None)
+        _fail_unless_none(response, await waited)
     return _respond(request, responses)
+
+
+def _fail_unless_none(response: PartitionResponse, code: int) -> None:
+    """A replication wait's code: anything but NONE fails a partition not failed yet."""
+    if code != ErrorCode.NONE and response.error_code == ErrorCode.NONE:
+        _fail(response, code, None)
 
 
 def _fail(response: PartitionResponse, code: int, message: str | None) -> None:
@@ -127,8 +178,7 @@ def _respond(request: ProduceRequest, responses: list[TopicResponse]) -> Produce
 
 def _append(
     ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData, acks: int,
-    timeout_s: float,
-) -> tuple[PartitionResponse, Future[None] | None, asyncio.Future[int] | None]:
+) -> tuple[PartitionResponse, Future[None] | None, _Wait | None]:
     try:
         partition = ctx.broker.replica_manager.leader_partition(TopicPartition(topic, pd.index))
     except KafkaError as e:
@@ -165,15 +215,10 @@ def _append(
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
-    waited = None
+    wait = None
     if acks == -1 and info.last_offset >= 0:
-        result = partition.wait_for_high_watermark(info.last_offset + 1, min_isr, timeout_s)
-        if isinstance(result, int):
-            if result != ErrorCode.NONE:
-                _fail(response, result, None)
-        else:
-            waited = result
-    return response, info.flushed, waited
+        wait = (response, partition, info.last_offset + 1, min_isr)
+    return response, info.flushed, wait
 
 
 def _has_transactional_records(request: ProduceRequest) -> bool:
