@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from kbroker.broker import AppendNotifier
+from kbroker.server.append_notifier import AppendNotifier
 
 
 def test_a_wait_is_registered_before_it_is_awaited() -> None:
