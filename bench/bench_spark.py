@@ -25,13 +25,19 @@ bytes) the run measures, each after a warm-up, as medians of the repeats:
                        Spark's Kafka schema (65536 rows of the same sizes) again and
                        again, 4 partitions, .count(): the ceiling of any Python data
                        source on this Spark, whatever it reads from
+  arrow-source-parquet the same do-nothing source -> write.parquet(): the floor of the
+                       parquet path through any Python data source
+  arrow-sink           the sink's rows -> a Python data source's Arrow writer that
+                       counts the batches it is handed and drops them: the ceiling of
+                       any Python sink on this Spark, whatever it writes to
 
 Beside each median: the CPU seconds it took in this process (the driver's Python and the
 embedded broker), in Spark's JVM and in the pyspark Python workers (from /proc, the
 workers' reaped children included; a worker that ends unreaped is missed), which
 tells where the time goes even on a busy machine. And the ratios of issue 22: source-count against the goal of 3M rows/s, parquet-floor
 time over source-parquet time (goal: the source within 1.3x of the floor), sink and
-sink-lz4 against 3M rows/s, and each against its confluent-kafka peer. The machine is
+sink-lz4 against 3M rows/s, each against its confluent-kafka peer, and the source and
+sink against the do-nothing Python source and sink. The machine is
 shared: compare the ratios of one run, not the absolute rates of two.
 Output: a table on stdout and bench/results/spark.json.
 """
@@ -74,6 +80,7 @@ def spark_session() -> Any:
 
     spark = local_session("bench_spark", **{"spark.driver.memory": "2g"})
     spark.dataSource.register(arrow_ceiling_source())
+    spark.dataSource.register(arrow_ceiling_sink())
     return spark
 
 
@@ -123,13 +130,67 @@ def arrow_ceiling_source() -> type:
     return CeilingSource
 
 
+def arrow_ceiling_sink() -> type:
+    """A Python data source whose Arrow writer counts the rows it is handed and drops them."""
+    from dataclasses import dataclass
+
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        WriterCommitMessage,
+    )
+
+    @dataclass
+    class Counted(WriterCommitMessage):
+        rows: int
+
+    class CeilingWriter(DataSourceArrowWriter):
+        def __init__(self, expected: int) -> None:
+            self.expected = expected
+
+        def write(self, iterator: Any) -> Counted:
+            return Counted(sum(batch.num_rows for batch in iterator))
+
+        def commit(self, messages: list[Any]) -> None:
+            rows = sum(m.rows for m in messages if m is not None)
+            if rows != self.expected:
+                raise RuntimeError(f"the do-nothing sink was handed {rows} rows, not {self.expected}")
+
+    class CeilingSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "arrow-ceiling-sink"
+
+        def writer(self, schema: Any, overwrite: bool) -> CeilingWriter:
+            return CeilingWriter(int(self.options["rows"]))
+
+    return CeilingSink
+
+
+def time_ceiling_sink(spark: Any, count: int, value_bytes: int) -> float:
+    df = rows(spark, count, value_bytes).drop("id")
+    t0 = time.perf_counter()
+    df.write.format("arrow-ceiling-sink").mode("append").option("rows", count).save()
+    return time.perf_counter() - t0
+
+
+def ceiling_source(spark: Any, count: int, value_bytes: int) -> Any:
+    return (spark.read.format("arrow-ceiling").option("rows", count)
+            .option("value_bytes", value_bytes).load())
+
+
 def time_ceiling(spark: Any, count: int, value_bytes: int) -> float:
     t0 = time.perf_counter()
-    n = (spark.read.format("arrow-ceiling").option("rows", count)
-         .option("value_bytes", value_bytes).load().count())
+    n = ceiling_source(spark, count, value_bytes).count()
     elapsed = time.perf_counter() - t0
     assert n == count, (n, count)
     return elapsed
+
+
+def time_ceiling_parquet(spark: Any, count: int, value_bytes: int, out: Path) -> float:
+    t0 = time.perf_counter()
+    ceiling_source(spark, count, value_bytes).write.mode("overwrite").parquet(str(out))
+    return time.perf_counter() - t0
 
 
 def value_hex(value_bytes: int) -> str:
@@ -388,6 +449,8 @@ def run_size(spark: Any, servers: str, tmp: Path, value_bytes: int, count: int, 
         spark, servers, next(sink_topics), count, value_bytes), warm_up=False)
     runs["sink-lz4"] = measure(repeats, cpu, "sink-lz4", lambda: time_sink(
         spark, servers, next(sink_topics), count, value_bytes, "lz4"))
+    runs["arrow-sink"] = measure(repeats, cpu, "arrow-sink", lambda: time_ceiling_sink(
+        spark, count, value_bytes))
     runs["confluent-producer"] = measure(repeats, cpu, "confluent-producer", lambda: time_producer(
         servers, next(sink_topics), count, value_bytes))
     runs["source-count"] = measure(repeats, cpu, "source-count", lambda: time_source_count(
@@ -402,6 +465,9 @@ def run_size(spark: Any, servers: str, tmp: Path, value_bytes: int, count: int, 
         servers, topic, ends))
     runs["arrow-source-count"] = measure(repeats, cpu, "arrow-source-count", lambda: time_ceiling(
         spark, count, value_bytes))
+    runs["arrow-source-parquet"] = measure(repeats, cpu, "arrow-source-parquet",
+                                           lambda: time_ceiling_parquet(
+                                               spark, count, value_bytes, tmp / "ceiling.parquet"))
     if profile:
         out_dir = Path(profile)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -429,21 +495,28 @@ def run_size(spark: Any, servers: str, tmp: Path, value_bytes: int, count: int, 
          "sink_vs_goal": rate["sink"] / GOAL_ROWS_PER_S,
          "sink_lz4_vs_goal": rate["sink-lz4"] / GOAL_ROWS_PER_S,
          "sink_vs_confluent_producer": rate["sink"] / rate["confluent-producer"],
+         "sink_vs_arrow_sink_ceiling": rate["sink"] / rate["arrow-sink"],
          "fetch_decode_vs_source_count": rate["fetch-decode"] / rate["source-count"],
          "source_count_vs_arrow_source_ceiling":
-             rate["source-count"] / rate["arrow-source-count"]}
+             rate["source-count"] / rate["arrow-source-count"],
+         "source_parquet_over_arrow_source_parquet_time":
+             medians["source-parquet"] / medians["arrow-source-parquet"]}
     ratios.append(r)
     print(f"  source count() {r['source_count_vs_goal']:.2f}x the 3M rows/s goal, "
           f"{r['source_count_vs_confluent_consumer']:.1f}x confluent-kafka's consumer, "
           f"{r['source_count_vs_arrow_source_ceiling']:.2f}x a Python source that reads "
           "nothing; "
           f"to parquet {r['parquet_floor_over_source_parquet_time']:.2f}x the "
-          f"spark.range floor's time (goal <= {FLOOR_RATIO_GOAL}); sink "
+          f"spark.range floor's time (goal <= {FLOOR_RATIO_GOAL}), "
+          f"{r['source_parquet_over_arrow_source_parquet_time']:.2f}x the do-nothing "
+          "source's; sink "
           f"{r['sink_vs_goal']:.2f}x the goal ({r['sink_lz4_vs_goal']:.2f}x with lz4), "
-          f"{r['sink_vs_confluent_producer']:.1f}x confluent-kafka's producer",
+          f"{r['sink_vs_confluent_producer']:.1f}x confluent-kafka's producer, "
+          f"{r['sink_vs_arrow_sink_ceiling']:.2f}x a Python sink that writes nothing",
           flush=True)
     shutil.rmtree(tmp / "source.parquet", ignore_errors=True)
     shutil.rmtree(tmp / "floor.parquet", ignore_errors=True)
+    shutil.rmtree(tmp / "ceiling.parquet", ignore_errors=True)
 
 
 def main() -> int:

@@ -4,9 +4,14 @@ fetcher."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 
+
+@lru_cache(maxsize=1 << 16)
 def java_string_hash(s: str) -> int:
-    """java.lang.String.hashCode over UTF-16 code units, as a signed int32."""
+    """java.lang.String.hashCode over UTF-16 code units, as a signed int32. Cached: the
+    coordinators hash the same group and transactional ids on every request (a
+    transaction's requests, markers and log writes hashed its id 15 times)."""
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):
