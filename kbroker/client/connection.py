@@ -46,6 +46,7 @@ __all__ = ["AuthenticationError", "BrokerConnection", "KafkaClientError",
            "UnsupportedVersionError", "encode_request"]
 
 _SIZE = struct.Struct(">i")
+_MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
 MAX_FRAME_BYTES = 1 << 30
 
 
@@ -179,9 +180,14 @@ class BrokerConnection:
         api_key = request.API_KEY
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        frame = encode_request(request, version, correlation_id, self.client_id)
+        parts = encode_request_parts(request, version, correlation_id, self.client_id)
         try:
-            self._sock.sendall(frame)
+            if len(parts) == 1:
+                self._sock.sendall(parts[0])
+            elif isinstance(self._sock, ssl.SSLSocket):  # no sendmsg over TLS
+                self._sock.sendall(b"".join(parts))
+            else:
+                _send_parts(self._sock, parts)
         except OSError as e:
             raise KafkaClientError(f"send to {self.host}:{self.port} failed: {e}",
                                    ErrorCode.NETWORK_EXCEPTION) from e
@@ -227,6 +233,16 @@ class BrokerConnection:
 
 def encode_request(request: Any, version: int, correlation_id: int, client_id: str) -> bytearray:
     """One request frame: size, header (v1 or v2 by the API's flexible versions), body."""
+    frame = bytearray()
+    for part in encode_request_parts(request, version, correlation_id, client_id):
+        frame += part
+    return frame
+
+
+def encode_request_parts(request: Any, version: int, correlation_id: int,
+                         client_id: str) -> list[bytes | bytearray]:
+    """The frame of encode_request in parts, in order: large records are the caller's own
+    bytes objects, not copies (Writer.parts()), for one gathering sendmsg."""
     api_key = request.API_KEY
     w = Writer()
     w.raw(b"\0\0\0\0")  # the size, patched below
@@ -234,9 +250,22 @@ def encode_request(request: Any, version: int, correlation_id: int, client_id: s
                   correlation_id=correlation_id, client_id=client_id,
                   ).encode(w, request_header_version(api_key, version))
     request.encode(w, version)
-    frame = bytearray(w.to_bytes())
-    _SIZE.pack_into(frame, 0, len(frame) - 4)
-    return frame
+    parts: list[bytes | bytearray] = w.parts()  # type: ignore[assignment]  # no file slices
+    first = parts[0] = bytearray(parts[0])
+    _SIZE.pack_into(first, 0, len(w) - 4)
+    return parts
+
+
+def _send_parts(sock: socket.socket, parts: list[bytes | bytearray]) -> None:
+    """sendall() of the parts one after another, gathered (sendmsg, on partial writes again
+    from where it stopped)."""
+    views = [memoryview(p) for p in parts]
+    while views:
+        sent = sock.sendmsg(views[:_MAX_IOV])
+        while views and sent >= len(views[0]):
+            sent -= len(views.pop(0))
+        if sent:
+            views[0] = views[0][sent:]
 
 
 def _decode_api_versions(r: Reader, version: int) -> ApiVersionsResponse:

@@ -58,6 +58,10 @@ _I32_unpack = _I32.unpack_from
 
 _NULL_I16 = _I16_pack(-1)
 _NULL_I32 = _I32_pack(-1)
+# Records of at least this many bytes, held in an immutable bytes object, become a part of
+# their own (see Writer.parts()) instead of being copied into the encoding: a 1 MB Produce
+# from the Spark sink was copied three times on its way to sendmsg.
+SHARE_RECORDS_BYTES = 64 * 1024
 
 
 class DecodeError(ValueError):
@@ -316,7 +320,8 @@ class Reader:
 
 
 class Writer:
-    """Accumulates an encoding; file slices become separate parts (see parts())."""
+    """Accumulates an encoding; file slices and large immutable records become separate
+    parts (see parts())."""
 
     __slots__ = ("_buf", "_parts", "_done")
 
@@ -329,7 +334,8 @@ class Writer:
         return self._done + len(self._buf)
 
     def parts(self) -> list[_Bytes | SliceLike]:
-        """The encoding in order: in-memory chunks (bytes) and file slices."""
+        """The encoding in order: in-memory chunks (bytes, the large records among them
+        the caller's own objects) and file slices."""
         if self._buf:
             return [*self._parts, bytes(self._buf)]
         return list(self._parts)
@@ -447,6 +453,9 @@ class Writer:
     def records(self, v: BytesLike | SliceLike | None) -> None:
         if v is None:
             self._buf += _NULL_I32
+        elif type(v) is bytes and len(v) >= SHARE_RECORDS_BYTES:
+            self._buf += _I32_pack(len(v))
+            self._part(v, len(v))
         elif isinstance(v, (bytes, bytearray, memoryview)):
             self._buf += _I32_pack(len(v))
             self._buf += v
@@ -457,6 +466,9 @@ class Writer:
     def compact_records(self, v: BytesLike | SliceLike | None) -> None:
         if v is None:
             self._buf.append(0)
+        elif type(v) is bytes and len(v) >= SHARE_RECORDS_BYTES:
+            self.uvarint(len(v) + 1)
+            self._part(v, len(v))
         elif isinstance(v, (bytes, bytearray, memoryview)):
             self.uvarint(len(v) + 1)
             self._buf += v
@@ -465,13 +477,17 @@ class Writer:
             self._slice(v)
 
     def _slice(self, s: SliceLike) -> None:
+        self._part(s, s.size)
+
+    def _part(self, part: _Bytes | SliceLike, size: int) -> None:
+        """End the current chunk; `part` follows it as a part of its own."""
         if self._buf:
             chunk = bytes(self._buf)
             self._parts.append(chunk)
             self._done += len(chunk)
             self._buf = bytearray()
-        self._parts.append(s)
-        self._done += s.size
+        self._parts.append(part)
+        self._done += size
 
     # arrays and tagged fields
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from kbroker.protocol.codec import ZERO_UUID, DecodeError, Reader, Writer
+from kbroker.protocol.codec import SHARE_RECORDS_BYTES, ZERO_UUID, DecodeError, Reader, Writer
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.protocol.messages.metadata import MetadataResponse
@@ -238,6 +238,28 @@ def test_writer_parts_with_file_slice() -> None:
             got = decoded.responses[0].partitions
             assert bytes(got[0].records) == b"23456"
             assert bytes(got[1].records) == b"abc"
+
+
+@pytest.mark.parametrize("version", [3, 9])  # records, then compact_records
+def test_large_records_are_a_part_of_their_own(version: int) -> None:
+    """Records of SHARE_RECORDS_BYTES or more in a bytes object are not copied: the caller's
+    own object is one of the parts; smaller ones, and mutable buffers, are copied."""
+    big, small = bytes(range(256)) * (SHARE_RECORDS_BYTES // 256), b"x" * 100
+    mutable = bytearray(big)
+    request = ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="t", partition_data=[
+            ProduceRequest.PartitionProduceData(index=i, records=r)
+            for i, r in enumerate([big, small, mutable, big])])])
+    w = Writer()
+    request.encode(w, version)
+    parts = w.parts()
+    assert [p is big for p in parts].count(True) == 2
+    assert not any(p is mutable for p in parts)
+    assert sum(len(p) for p in parts) == len(w)
+    flat = w.to_bytes()
+    assert flat == b"".join(parts)
+    decoded = ProduceRequest.decode(Reader(flat), version).topic_data[0].partition_data
+    assert [bytes(d.records) for d in decoded] == [big, small, big, big]
 
 
 def test_writer_without_slices() -> None:

@@ -116,6 +116,35 @@ def test_source_and_sink_on_a_secured_listener(spark: Any, secure_broker: Broker
     assert sorted(consume_values(client_conf, out, 200)) == got
 
 
+@pytest.mark.parametrize("way", ["sasl_ssl_plain", "sasl_plaintext_scram_256"])
+def test_large_batches_over_tls_and_plaintext(secure_broker: Broker, pki: Pki, way: str) -> None:
+    """The sink's Produce requests carry batches of SHARE_RECORDS_BYTES and more as parts of
+    their own: gathered by sendmsg in plaintext, joined for TLS (no sendmsg there)."""
+    pa = pytest.importorskip("pyarrow")
+    from kbroker.protocol.codec import SHARE_RECORDS_BYTES
+    from kbroker.spark.sink import RecordBatchProducer
+
+    listener, options = spark_options(pki, way)
+    servers = endpoint(secure_broker, listener)
+    client_conf = librdkafka_config(secure_broker, pki, listener, *{
+        "sasl_ssl_plain": ("PLAIN", "alice", "alice-secret"),
+        "sasl_plaintext_scram_256": ("SCRAM-SHA-256", "alice", "alice-scram")}[way])
+    topic = f"large-{way.replace('_', '-')}"
+    n = 3 * SHARE_RECORDS_BYTES // 100
+    values = [b"%08d" % i + bytes(92) for i in range(n)]
+    producer = RecordBatchProducer(sink_options({"kafka.bootstrap.servers": servers, "topic": topic,
+                                                 "kafka.batch.size": str(4 * SHARE_RECORDS_BYTES),
+                                                 **options}))
+    try:
+        producer.write(pa.RecordBatch.from_arrays(  # one partition: one batch of ~200 KiB
+            [pa.array(values, pa.binary()), pa.array([0] * n, pa.int32())],
+            names=["value", "partition"]))
+    finally:
+        producer.close()
+    assert producer.batches == 1 and producer.records == n
+    assert sorted(consume_values(client_conf, topic, n)) == values
+
+
 @pytest.mark.parametrize(("listener", "mechanism", "module", "user", "password"), [
     ("SASL_SSL", "SCRAM-SHA-256", SCRAM, "alice", "wrong"),
     ("SASL_PLAINTEXT", "PLAIN", PLAIN, "alice", "wrong"),
