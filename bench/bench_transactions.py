@@ -8,7 +8,8 @@ on it, one after the other (which goes first alternates between repeats):
     idempotent     kbroker perf produce --acks all -X enable.idempotence=true
     transactional  kbroker perf produce --transactional --records-per-transaction N
 
-with the same records (1 KiB by default), producer processes, partitions and linger.
+with the same records (1 KiB by default), producer processes, partitions and linger,
+and the broker's CPU time (user + system) per 1000 records of each.
 The transactional producer waits for its records' acknowledgements before each commit,
 so commit_transaction's duration is the EndTxn round trip (kbroker/perf/produce.py).
 
@@ -47,6 +48,7 @@ GOAL = 0.85
 
 def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) -> dict[str, Any]:
     topic = f"bench-{mode}"
+    cpu_before = broker.cpu_seconds()
     extra = (["--transactional", "--records-per-transaction", str(args.records_per_transaction)]
              if mode == "transactional" else ["-X", "enable.idempotence=true"])
     done = subprocess.run(
@@ -57,8 +59,10 @@ def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) 
         capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"perf produce ({mode}) failed:\n{done.stdout}\n{done.stderr}")
+    broker_cpu_s = broker.cpu_seconds() - cpu_before
     result = json.loads(out.read_text())["result"]
     row = {"records": result["records"], "errors": result["errors"],
+           "broker_cpu_ms_per_1000": broker_cpu_s * 1e6 / max(result["records"], 1),
            "records_per_s": result["records_per_s"], "mb_per_s": result["mb_per_s"],
            "produce_p99_ms": result["latency"]["percentiles_ms"]["p99"]}
     end_txn = result["extra"].get("end_txn_latency")
@@ -107,6 +111,7 @@ def main() -> int:
     ratio = median["transactional"]["records_per_s"] / median["idempotent"]["records_per_s"]
     for mode, row in median.items():
         print(f"{mode:14} {row['records_per_s']:>12,.0f} records/s {row['mb_per_s']:8.2f} MB/s "
+              f"broker CPU {row['broker_cpu_ms_per_1000']:.2f} ms per 1000 records, "
               f"produce p99 {row['produce_p99_ms']:.2f} ms"
               + (f", EndTxn p50 {row['end_txn_p50_ms']:.2f} ms p99 {row['end_txn_p99_ms']:.2f} ms"
                  if "end_txn_p99_ms" in row else ""))
