@@ -101,6 +101,10 @@ class TransactionMarkerChannel:
     async def _complete(self, pending: PendingCompleteTxn) -> None:
         metadata = pending.metadata
         try:
+            # One turn of the loop first: the EndTxn answer (sent at the end of the turn that
+            # wrote PrepareCommit) leaves before the markers are written, as in Kafka, and
+            # the markers still come before any request read after it.
+            await asyncio.sleep(0)
             while metadata.topic_partitions:
                 if not self._current(pending):
                     return

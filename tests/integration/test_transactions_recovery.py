@@ -118,6 +118,12 @@ def test_prepared_transaction_is_completed_after_restart(broker_factory: type[Br
         p.commit_transaction(30)
     else:
         p.abort_transaction(30)
+    # EndTxn is answered once PrepareCommit/PrepareAbort is written; the markers and
+    # CompleteCommit/CompleteAbort follow (as in Kafka). A single broker writes them in
+    # one step, so both markers visible means the last record of the transaction log is
+    # the Complete one that is cut off below.
+    wait_until(lambda: offsets(bs, "prepared", 0) == (2, 2) and offsets(bs, "prepared", 1) == (2, 2),
+               "the markers before the kill")
     broker.kill()
     manager = LogManager([str(broker.log_dir)], LogConfig(), SYSTEM_TIME)
     manager.startup()
