@@ -19,7 +19,10 @@ Request metadata, as Kafka's FetchMetadata (session_id, session_epoch):
 An unknown id answers FETCH_SESSION_ID_NOT_FOUND, a wrong epoch
 INVALID_FETCH_SESSION_EPOCH (the follower then opens a new session). The leader reads
 every partition of the session in each fetch (the omitted ones at the position last
-sent), so a follower's progress and caught-up time move as without a session.
+sent), so a follower's progress and caught-up time move as without a session. A
+partition read caught up with nothing to tell keeps what the leader looked up for it
+(CachedPartition.quiet): while its state, its log's offsets and the follower's position
+stay as they were, the next read only moves the follower's fetch time.
 
 Only followers' fetches (replica_id >= 0, cluster mode) get sessions; a consumer that
 asks for one gets session_id 0 and goes on with full fetches, which the protocol
@@ -53,7 +56,7 @@ class CachedPartition:
 
     __slots__ = ("topic", "topic_id", "partition", "current_leader_epoch", "fetch_offset",
                  "log_start_offset", "partition_max_bytes", "high_watermark",
-                 "sent_log_start_offset")
+                 "sent_log_start_offset", "quiet")
 
     def __init__(self, topic: str, topic_id: Any, fp: Any) -> None:
         self.topic = topic
@@ -64,6 +67,9 @@ class CachedPartition:
         self.update(fp)
 
     def update(self, fp: Any) -> None:
+        # What the leader looked up when this partition was last read caught up, with
+        # nothing new to tell (see fetch._read_session); a request naming it starts over.
+        self.quiet: Any = None
         self.current_leader_epoch = fp.current_leader_epoch
         self.fetch_offset = fp.fetch_offset
         self.log_start_offset = fp.log_start_offset

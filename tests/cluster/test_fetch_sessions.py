@@ -8,6 +8,8 @@ wrong epochs are refused with Kafka's error codes; consumers get no session."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.client.connection import BrokerConnection
 from kbroker.cluster.local_cluster import Cluster
@@ -22,9 +25,18 @@ from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from tests.batches import decode_batches, values_batch
+from tests.batches import decode_batches, make_batch, values_batch
 
-from .support import create_topic, new_cluster, read_partition, wait_for_isr, wait_for_leader
+from .support import (
+    create_topic,
+    metadata,
+    new_cluster,
+    partition_view,
+    read_partition,
+    wait_for_isr,
+    wait_for_leader,
+    wait_until,
+)
 
 FETCH_VERSION = 12
 REPLICA = 99  # no partition has it: the leader answers as to a follower, tracks nothing
@@ -231,5 +243,56 @@ def test_followers_replicate_through_sessions(zookeeper: ZooKeeperServer, tmp_pa
         produce(c, topic, 0, 50)
         assert len(read_partition(c, topic, 0, expect=100)) == 100
         assert len(read_partition(c, topic, 1, expect=50)) == 50
+    finally:
+        c.stop()
+
+
+def test_a_quiet_partition_keeps_its_follower_caught_up(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """A partition with nothing new is read quietly in its follower's session (only the
+    fetch time moves); that time must stay current. The follower is SIGSTOPped after
+    replica.lag.time.max.ms x3 of quiet fetches and a record is appended: it stays in the
+    ISR until the lag time passes from its last fetch (a leader that kept its caught-up
+    time from before the quiet reads would drop it at its next ISR check, within half the
+    lag time); once it runs again it copies the record and stays in the ISR."""
+    lag_ms = 3000
+    c = new_cluster(zookeeper, tmp_path, brokers=2, overrides={"replica.lag.time.max.ms": str(lag_ms)})
+    try:
+        topic = "quiet"
+        # Led by the controller: the follower stopped below must not be the one that
+        # commits an ISR change.
+        md = metadata(c)
+        assert md is not None
+        controller = md.controller_id
+        other = next(b for b in c.brokers if b != controller)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic(topic, 1, replica_assignment=[[controller, other]])])[topic].result(30)
+        view = wait_for_leader(c, topic, 0)
+        assert view.leader == controller
+        produce(c, topic, 0, 10)
+        wait_for_isr(c, topic, 0, {1, 2})
+        time.sleep(3 * lag_ms / 1000)  # the follower's fetches read the partition quietly
+        follower = next(b for b in view.replicas if b != view.leader)
+        pid = c.brokers[follower].pid
+        assert pid is not None
+        leader = c.brokers[view.leader]
+        os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            with BrokerConnection(leader.host, leader.port, timeout_s=10) as conn:
+                written: ProduceResponse = conn.request(ProduceRequest(
+                    acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+                        name=topic, partition_data=[ProduceRequest.PartitionProduceData(
+                            index=0, records=make_batch([b"10"]))])]), 9)
+            assert [p.error_code for r in written.responses for p in r.partition_responses] == [0]
+            # Its last fetch was at most replica.fetch.wait.max.ms (500 ms) before the stop.
+            while time.monotonic() - stopped < (lag_ms - 800) / 1000:
+                seen = partition_view(c, topic, 0, broker_id=view.leader)
+                assert seen is not None and set(seen.isr) == {1, 2}, seen
+                time.sleep(0.1)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert len(read_partition(c, topic, 0, expect=11)) == 11
+        wait_until(lambda: (v := partition_view(c, topic, 0, broker_id=follower)) is not None
+                   and set(v.isr) == {1, 2}, "the ISR after the follower ran again")
     finally:
         c.stop()
