@@ -8,10 +8,11 @@ A size below 0 or above `socket.request.max.bytes` closes the connection as
 soon as the prefix is read, before any of the frame is buffered.
 
 Requests are decoded and dispatched as they arrive. Each gets a slot in an
-ordered queue; a handler may complete later (a coroutine, run as a task; or a
-PendingResponse, completed by the callback that wakes it: a parked Fetch, an acks=all
-Produce) and a response leaves only when every earlier slot has left, so clients
-that pipeline (up to 5 in flight) see responses in request order. An acks=0 Produce occupies a slot
+ordered queue; a handler may complete later (a coroutine, run at once as far as it
+goes without waiting and then as a task, kbroker.utils.eager; or a PendingResponse,
+completed by the callback that wakes it: a parked Fetch, an acks=all Produce) and a
+response leaves only when every earlier slot has left, so clients that pipeline (up to
+5 in flight) see responses in request order. An acks=0 Produce occupies a slot
 that produces no bytes. Reading stops (backpressure) while the broker's
 RequestQueue is full (queued.max.requests / queued.max.request.bytes, Kafka's
 keys, over all connections), while this connection has MAX_PENDING_RESPONSES
@@ -72,6 +73,7 @@ from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse, Re
 from kbroker.server.request_logger import LoggedRequest
 from kbroker.server.response_writer import ResponseWriter
 from kbroker.server.tls_transport import TlsChannel, TlsResponseWriter
+from kbroker.utils.eager import start_eagerly
 
 if TYPE_CHECKING:
     from kbroker.server.listener import SocketServer
@@ -610,8 +612,17 @@ class Connection:
     def _dispatch(self, slot: _Slot, spec: ApiSpec, ctx: RequestContext, request: Any) -> None:
         quotas = self.server.broker.client_quotas
         started = time.perf_counter_ns() if quotas.active else 0
+        awaited = False
         try:
             result = spec.handler(ctx, request)
+            if type(result) is not PendingResponse and hasattr(type(result), "__await__"):
+                # A coroutine (inspect.isawaitable costs more): it runs now as far as it
+                # goes without waiting, and answers now if it never waits (kbroker.utils.eager).
+                awaited = True
+                _, task = start_eagerly(self.loop, self._await(slot, spec, request, result))
+                if task is not None:
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
         except Exception:
             log.exception("%s v%d from %s failed", _name(ctx.api_key), ctx.api_version, self.peer)
             self._fail(slot, spec, request)
@@ -623,14 +634,12 @@ class Connection:
                 slot.throttle_ms = quotas.record(
                     self.principal.name, slot.client_id, REQUEST_QUOTA,
                     (time.perf_counter_ns() - started) / 1e6, self.server.broker.time.milliseconds())
+        if awaited:
+            return  # answered by _await, now or in its task
         if type(result) is PendingResponse:
             self._deferred.add(result)
             result.attach(lambda response, error: self._deferred_done(slot, spec, request, result,
                                                                       response, error))
-        elif hasattr(type(result), "__await__"):  # awaitable (inspect.isawaitable costs more)
-            task = self.loop.create_task(self._await(slot, spec, request, result))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
         else:
             self._complete(slot, result)
 
