@@ -11,12 +11,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tools.fuzz.seeds import CORPUS, request_seeds
-from tools.fuzz.targets import _SERVED, TARGETS
+from tools.fuzz.targets import _SERVED, LOGS, TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUNDED_SECONDS = 11  # per target: 44 s of fuzzing, about 10 s of starting
@@ -28,6 +29,16 @@ def test_seeds_cover_every_served_api_key_and_version() -> None:
     wanted = {(k, v) for k, lo, hi in _SERVED for v in range(lo, hi + 1)}
     assert wanted <= seen, f"no seed for {sorted(wanted - seen)}"
     assert set(request_seeds()) <= files, "tools/fuzz/corpus is stale: python -m tools.fuzz seeds"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fuzz_logs() -> Iterator[None]:
+    """The produce target's logs live in a temporary directory for the process's life (the
+    fuzzer's is hours): this one removes it when the module is done."""
+    yield
+    directory = LOGS.dir
+    LOGS.close()
+    assert not directory or not os.path.exists(directory)
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -49,7 +60,9 @@ def test_bounded_fuzz_run_finds_nothing(target: str, tmp_path: Path) -> None:
          f"-max_total_time={BOUNDED_SECONDS}", "-timeout=10", "-rss_limit_mb=2048",
          f"-artifact_prefix={tmp_path}/", "-print_final_stats=1"],
         cwd=ROOT, capture_output=True, text=True, timeout=90,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        # libFuzzer ends the process without Python's exit handlers: the produce target's
+        # temporary logs go under tmp_path, which pytest removes
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)})
     tail = "\n".join(proc.stderr.splitlines()[-60:])
     assert proc.returncode == 0, f"{target}: finding\n{tail}"
     assert "stat::number_of_executed_units" in proc.stderr, tail
