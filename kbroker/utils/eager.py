@@ -38,15 +38,12 @@ def start_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any
 
 async def _drive(coro: Coroutine[Any, Any, Any], waited: Any) -> Any:
     while True:
+        thrown: BaseException | None = None
         if waited is None:  # a bare yield: one loop turn
             try:
                 await asyncio.sleep(0)
             except asyncio.CancelledError as e:
-                try:
-                    waited = coro.throw(e)
-                except StopIteration as stop:
-                    return stop.value
-                continue
+                thrown = e
         else:
             # What asyncio's Task does with a future a coroutine yields: take over its
             # "blocking" flag (an await that finds it set refuses the future).
@@ -55,14 +52,10 @@ async def _drive(coro: Coroutine[Any, Any, Any], waited: Any) -> Any:
                 await waited
             except asyncio.CancelledError as e:
                 if not waited.cancelled():  # this Task was cancelled, not what it waits on
-                    try:
-                        waited = coro.throw(e)
-                    except StopIteration as stop:
-                        return stop.value
-                    continue
+                    thrown = e
             except Exception:  # the future's: the coroutine's own await raises it below
                 pass
         try:
-            waited = coro.send(None)
+            waited = coro.send(None) if thrown is None else coro.throw(thrown)
         except StopIteration as stop:
             return stop.value

@@ -16,6 +16,15 @@ def run(body: Any) -> Any:
     return asyncio.run(asyncio.wait_for(body(), 10))
 
 
+def in_task(handler: Any) -> tuple[asyncio.Future[int], asyncio.Task[Any]]:
+    """A pending future, and the Task `handler(future)` went on in after its eager start."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[int] = loop.create_future()
+    result, task = start_eagerly(loop, handler(fut))
+    assert result is NOT_DONE and task is not None
+    return fut, task
+
+
 def test_a_coroutine_that_never_waits_finishes_in_the_call() -> None:
     steps: list[str] = []
 
@@ -51,12 +60,9 @@ def test_a_waiting_coroutine_goes_on_in_a_task_from_where_it_stopped() -> None:
         return value + 1
 
     async def body() -> None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
-        result, task = start_eagerly(loop, handler(fut))
-        assert result is NOT_DONE and task is not None
+        fut, task = in_task(handler)
         assert steps == ["before"]  # ran at once, up to its wait
-        loop.call_later(0.01, fut.set_result, 41)
+        asyncio.get_running_loop().call_later(0.01, fut.set_result, 41)
         assert await task == 42
         assert steps == ["before", "after"]
     run(body)
@@ -71,10 +77,7 @@ def test_the_awaited_futures_exception_is_raised_where_the_coroutine_waits() -> 
         return "not raised"
 
     async def body() -> None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
-        _, task = start_eagerly(loop, handler(fut))
-        assert task is not None
+        fut, task = in_task(handler)
         fut.set_exception(KeyError("k"))
         assert await task == "caught 'k'"
     run(body)
@@ -95,10 +98,7 @@ def test_cancelling_the_task_cancels_the_coroutine_where_it_waits(bare_yield: bo
             raise
 
     async def body() -> None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
-        _, task = start_eagerly(loop, handler(fut))
-        assert task is not None
+        fut, task = in_task(handler)
         await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -123,10 +123,7 @@ def test_a_cancel_that_comes_after_the_future_finished_still_reaches_the_corouti
             raise
 
     async def body() -> None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
-        _, task = start_eagerly(loop, handler(fut))
-        assert task is not None
+        fut, task = in_task(handler)
         await asyncio.sleep(0)  # the Task waits on fut now
         fut.set_result(1)
         task.cancel()  # before the Task's wake-up ran
