@@ -295,6 +295,7 @@ class BrokerConfig:
     offsets_topic_segment_bytes: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
+    offsets_commit_timeout_ms: int
     offset_metadata_max_bytes: int
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int

@@ -442,6 +442,9 @@ _COORDINATORS = (
          "How long committed offsets of an empty group are kept."),
     _key("offsets.retention.check.interval.ms", LONG, 600000, at_least(1),
          "How often expired offsets are removed."),
+    _key("offsets.commit.timeout.ms", INT, 5000, at_least(1),
+         "How long an offset commit waits for every in-sync replica of its __consumer_offsets "
+         "partition (cluster mode) before the commit is answered with an error."),
     _key("offset.metadata.max.bytes", INT, 4096, at_least(0),
          "The longest metadata string an offset commit may carry."),
     _key("transaction.state.log.num.partitions", INT, 50, at_least(1),

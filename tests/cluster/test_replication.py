@@ -459,3 +459,51 @@ def test_acks_all_times_out_while_the_followers_are_stopped(patient_cluster: Clu
         after = conn.request(produce(30_000), 9)
     assert [(p.error_code, p.base_offset) for r in after.responses
             for p in r.partition_responses] == [(ErrorCode.NONE, 6)]
+
+
+def test_an_offset_commit_waits_offsets_commit_timeout_ms_for_its_replicas(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """offsets.commit.timeout.ms (Kafka's: how long a commit waits for every in-sync replica
+    of its __consumer_offsets partition): with both followers SIGSTOPped (still in the ISR),
+    a commit is answered COORDINATOR_NOT_AVAILABLE after the configured 1 s, within the
+    client's 4 s timeout that Kafka's default 5 s would outlast; once the followers run
+    again a commit is answered NONE."""
+    from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+    from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
+
+    c = new_cluster(zookeeper, tmp_path, 3, {"replica.lag.time.max.ms": "120000",
+                                             "offsets.topic.num.partitions": "1",
+                                             "offsets.commit.timeout.ms": "1000"})
+    try:
+        create_topic(c, "committed", rf=3)
+
+        def coordinator() -> int | None:
+            b = next(iter(c.brokers.values()))
+            with BrokerConnection(b.host, b.port, timeout_s=5.0) as conn:
+                r = conn.request(FindCoordinatorRequest(key="committers", key_type=0), 3)
+            return r.node_id if r.error_code == ErrorCode.NONE else None
+
+        node = wait_until(coordinator, "the group's coordinator")
+        wait_for_isr(c, "__consumer_offsets", 0, {1, 2, 3})
+        followers = [b.pid for i, b in c.brokers.items() if i != node]
+        assert all(pid is not None for pid in followers)
+        commit = OffsetCommitRequest(group_id="committers", topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(name="committed", partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(partition_index=0,
+                                                                 committed_offset=7)])])
+        leader = c.brokers[node]  # type: ignore[index]
+        with BrokerConnection(leader.host, leader.port, timeout_s=4.0) as conn:
+            for pid in followers:
+                os.kill(pid, signal.SIGSTOP)  # type: ignore[arg-type]
+            try:
+                stalled = conn.request(commit, 8)
+            finally:
+                for pid in followers:
+                    os.kill(pid, signal.SIGCONT)  # type: ignore[arg-type]
+            assert [p.error_code for t in stalled.topics for p in t.partitions] == [
+                ErrorCode.COORDINATOR_NOT_AVAILABLE]
+            wait_for_isr(c, "__consumer_offsets", 0, {1, 2, 3})
+            after = conn.request(commit, 8)
+        assert [p.error_code for t in after.topics for p in t.partitions] == [ErrorCode.NONE]
+    finally:
+        c.stop()

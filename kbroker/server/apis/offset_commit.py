@@ -13,7 +13,7 @@ failover never loses an acknowledged commit.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
@@ -26,7 +26,10 @@ P = TypeVar("P")
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
-REPLICATION_TIMEOUT_S = 5.0  # Kafka's offsets.commit.timeout.ms
+
+def commit_timeout_s(broker: Any) -> float:
+    """How long a commit waits for its replicas: Kafka's offsets.commit.timeout.ms."""
+    return float(broker.config.offsets_commit_timeout_ms) / 1000
 
 
 def handle(ctx: RequestContext, request: OffsetCommitRequest
@@ -45,7 +48,7 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest
             request.group_id, request.member_id, instance_id,
             request.generation_id_or_member_epoch, offsets))
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
-            waited = broker.offsets_topic.wait_group_replicated(request.group_id, REPLICATION_TIMEOUT_S)
+            waited = broker.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(broker))
             if waited is not None:
                 return _after_replication(request, errors, waited)
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))

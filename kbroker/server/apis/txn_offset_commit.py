@@ -25,7 +25,7 @@ from kbroker.protocol.messages.txn_offset_commit import (
 )
 from kbroker.server.apis.group_support import coordinator
 from kbroker.server.apis.offset_commit import (
-    REPLICATION_TIMEOUT_S,
+    commit_timeout_s,
     replication_errors,
     requested_offsets,
 )
@@ -49,7 +49,7 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequest
             request.group_id, request.producer_id, request.producer_epoch, member, instance, generation,
             offsets))
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
-            waited = broker.offsets_topic.wait_group_replicated(request.group_id, REPLICATION_TIMEOUT_S)
+            waited = broker.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(broker))
             if waited is not None:
                 return _after_replication(request, errors, waited)
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
