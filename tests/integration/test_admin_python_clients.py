@@ -29,6 +29,8 @@ from kafka.admin import (
 from kafka.errors import (
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
+    NoReassignmentInProgressError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -160,3 +162,23 @@ def test_kafka_python_describe_topic_partitions_paginates(kp_admin: KafkaAdminCl
     # kafka-python's list_partition_offsets (ListOffsets)
     offsets = kp_admin.list_partition_offsets({TopicPartition(first, 0): OffsetSpec.LATEST})
     assert offsets[TopicPartition(first, 0)].offset == 0
+
+
+def test_kafka_python_reassignment_on_a_single_broker(kp_admin: KafkaAdminClient) -> None:
+    """A single broker answers AlterPartitionReassignments as Kafka's controller with one
+    live broker: its own replica is a valid target (nothing moves; kafka-python's own
+    test_alter_partition_reassignments expects no error), other brokers are not alive,
+    and there is never a reassignment to cancel."""
+    topic = _name("kpr")
+    kp_admin.create_topics([NewTopic(topic, 1, 1)])
+    tp = TopicPartition(topic, 0)
+    assert kp_admin.alter_partition_reassignments({tp: [0]}) == {tp: None}
+    assert kp_admin.list_partition_reassignments([tp]) == {}
+    assert kp_admin.describe_topics([topic])[0]["partitions"][0]["replica_nodes"] == [0]
+    missing = TopicPartition(topic, 5)
+    assert kp_admin.alter_partition_reassignments(
+        {tp: [0, 1], TopicPartition(topic, 5): [0]}) == {
+        tp: InvalidReplicationAssignmentError, missing: UnknownTopicOrPartitionError}
+    assert kp_admin.alter_partition_reassignments({tp: [0, 0]}) == {
+        tp: InvalidReplicationAssignmentError}
+    assert kp_admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}

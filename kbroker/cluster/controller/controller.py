@@ -53,6 +53,7 @@ from kbroker.cluster import zk_data
 from kbroker.cluster.controller import election
 from kbroker.cluster.controller.channel_manager import ControllerChannelManager, RequestBatch
 from kbroker.cluster.controller.context import ControllerContext
+from kbroker.cluster.controller.reassignment_target import target_error
 from kbroker.cluster.zk_client import ZooKeeperClient
 from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kbroker.common.error_code import ErrorCode
@@ -761,14 +762,11 @@ class KafkaController:
                                f"No ongoing reassignment for {tp}.")
                     continue
             else:
-                if not target or len(set(target)) != len(target):
-                    out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               "The target replicas are empty or contain duplicates.")
-                    continue
-                unknown = [r for r in target if r not in ctx.brokers]
-                if unknown:
-                    out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               f"The target replicas {target} name brokers that are not alive: {unknown}.")
+                original = [r for r in a.partitions[tp.partition]
+                            if r not in a.adding.get(tp.partition, [])]
+                error = target_error(target, original, ctx.live)
+                if error is not None:
+                    out[tp] = error
                     continue
             by_topic.setdefault(tp.topic, {})[tp.partition] = target
         for topic, parts in by_topic.items():

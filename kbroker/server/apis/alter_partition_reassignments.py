@@ -1,12 +1,17 @@
 """AlterPartitionReassignments (key 45), v0, answered by the controller (KIP-455): move a
 partition's replicas to a new list (the new ones are added, catch up and join the ISR,
 then a leader among the targets is elected and the old ones are deleted), or cancel a
-move (replicas null). NOT_CONTROLLER on another broker; a single broker can only keep
-its one replica (INVALID_REPLICA_ASSIGNMENT).
+move (replicas null). NOT_CONTROLLER on another broker. A single broker is its own
+controller with one live broker, itself, and no reassignment ever under way: as Kafka's
+controller, it accepts a target of its one replica (nothing moves), refuses any other
+(INVALID_REPLICA_ASSIGNMENT: kbroker.cluster.controller.reassignment_target), a
+cancellation finds nothing to cancel (NO_REASSIGNMENT_IN_PROGRESS) and a partition it
+does not have is UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
 
+from kbroker.cluster.controller.reassignment_target import target_error
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
@@ -26,9 +31,7 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
     moves = {TopicPartition(t.name, p.partition_index): p.replicas
              for t in request.topics for p in t.partitions}
     if broker.zk_broker is None:
-        results = {tp: (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        "a single broker holds the only replica of every partition")
-                   for tp in moves}
+        results = {tp: _single_broker_result(ctx, tp, target) for tp, target in moves.items()}
     else:
         try:
             results = await broker.zk_broker.controller.call("alter_reassignments", moves)
@@ -41,6 +44,17 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
     return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message=None,
                                                responses=[TopicResponse(name=t, partitions=parts)
                                                           for t, parts in by_topic.items()])
+
+
+def _single_broker_result(ctx: RequestContext, tp: TopicPartition, target: list[int] | None
+                          ) -> tuple[int, str | None]:
+    info = ctx.broker.topics.get(tp.topic)
+    if info is None or not 0 <= tp.partition < info.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+    if target is None:
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
+    node = ctx.broker.node_id
+    return target_error(target, [node], [node]) or (ErrorCode.NONE, None)
 
 
 def error_response(request: AlterPartitionReassignmentsRequest, version: int, code: int
