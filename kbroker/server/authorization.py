@@ -16,7 +16,7 @@ from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
-from kbroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kbroker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
 from kbroker.server.request_context import RequestContext
 
 Op = AclOperation | str
@@ -69,15 +69,20 @@ def authorize_any(ctx: RequestContext, op: Op, resource_type: ResourceType) -> b
     return az.authorize_any(ctx.principal, ctx.host, _op(op), resource_type)
 
 
-# the operations Kafka reports as a resource type's authorized operations (bit i = op i)
 def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
-    from kbroker.security.acl import SUPPORTED_OPERATIONS
-
+    """A resource's authorized operations as the responses carry them (bit i = AclOperation
+    i), as Kafka's AuthHelper.authorizedOperations: of the operations its type supports
+    (AclEntry.supportedOperations), those the principal may do; with no authorizer, all."""
+    if ctx.broker.authorizer is None:
+        return _SUPPORTED_BITS[resource_type]
     bits = 0
     for op in SUPPORTED_OPERATIONS[resource_type]:
         if authorize(ctx, op, resource_type, name):
             bits |= 1 << int(op)
     return bits
+
+
+_SUPPORTED_BITS = {t: sum(1 << int(op) for op in ops) for t, ops in SUPPORTED_OPERATIONS.items()}
 
 
 # -- whole-request checks, made by the connection before the handler runs (the answer is

@@ -290,6 +290,27 @@ def test_metadata_hides_topics_the_principal_may_not_describe(clean) -> None:
     described = _result(admin.describe_topics(confluent_kafka.TopicCollection([TOPIC]),
                                               include_authorized_operations=True))
     assert set(described[0].authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    # DescribeTopicPartitions reports the principal's too, not every topic operation
+    from kbroker.protocol.messages.describe_topic_partitions import (
+        DescribeTopicPartitionsRequest as D,
+    )
+
+    page = _wire_call(clean, D(topics=[D.TopicRequest(name=TOPIC)], cursor=None), 0)
+    assert page.topics[0].topic_authorized_operations == (1 << 3) | (1 << 8)  # READ, DESCRIBE
+
+
+def test_describe_groups_reports_no_operations_on_a_group_it_refuses(clean) -> None:
+    """As KafkaApis: GROUP_AUTHORIZATION_FAILED with the field's default (operations
+    omitted, not an empty set); once allowed, the group operations the principal has."""
+    from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest
+
+    request = DescribeGroupsRequest(groups=[GROUP], include_authorized_operations=True)
+    refused = _wire_call(clean, request, 5).groups[0]
+    assert (refused.error_code, refused.authorized_operations) == (
+        KafkaError.GROUP_AUTHORIZATION_FAILED, -(2**31))
+    grant(clean, (ResourceType.GROUP, GROUP, AclOperation.DELETE))  # DELETE implies DESCRIBE
+    described = _wire_call(clean, request, 5).groups[0]
+    assert (described.error_code, described.authorized_operations) == (0, (1 << 6) | (1 << 8))
 
 
 def test_prefixed_patterns_and_deny_wins(clean) -> None:

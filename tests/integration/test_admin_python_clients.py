@@ -19,6 +19,7 @@ from aiokafka.admin.records_to_delete import RecordsToDelete
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from kafka import KafkaProducer, TopicPartition
 from kafka.admin import (
+    ACLOperation,
     ConfigResource,
     ConfigResourceType,
     KafkaAdminClient,
@@ -182,3 +183,22 @@ def test_kafka_python_reassignment_on_a_single_broker(kp_admin: KafkaAdminClient
     assert kp_admin.alter_partition_reassignments({tp: [0, 0]}) == {
         tp: InvalidReplicationAssignmentError}
     assert kp_admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+
+
+def test_kafka_python_authorized_operations_without_an_authorizer(kp_admin: KafkaAdminClient) -> None:
+    """With no authorizer a resource's authorized operations are all its type supports
+    (Kafka's AuthHelper.authorizedOperations: AclEntry.supportedOperations), the same
+    sets an authorizer that allows everything reports."""
+    topic = _name("kpo")
+    kp_admin.create_topics([NewTopic(topic, 1, 1)])
+    assert set(kp_admin.describe_cluster()["authorized_operations"]) == {
+        "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
+        "ALTER", "DESCRIBE"}
+    topic_ops = {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS",
+                 "ALTER_CONFIGS"}
+    assert set(kp_admin.describe_topics([topic])[0]["authorized_operations"]) == topic_ops
+    bits = kp_admin.describe_topic_partitions([topic])["topics"][0]["topic_authorized_operations"]
+    assert {op.name for op in ACLOperation if bits & (1 << op.value)} == topic_ops
+    group = _name("kpo-group")
+    described = kp_admin.describe_groups([group], include_authorized_operations=True)[group]
+    assert set(described["authorized_operations"]) == {"READ", "DESCRIBE", "DELETE"}

@@ -3,7 +3,8 @@
 One broker: it is the controller and the only broker, advertised on the
 listener the request came in on. v1's endpoint_type 2 (controllers) ->
 UNSUPPORTED_ENDPOINT_TYPE, as a Kafka 3.9 broker answers (KafkaApis). Cluster
-authorized operations are all allowed while kbroker has no ACLs.
+authorized operations: those the principal may do (kbroker.server.authorization); with
+no authorizer, every one the cluster supports.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from kbroker.protocol.messages.describe_cluster import (
 )
 from kbroker.security.acl import CLUSTER_NAME, ResourceType
 from kbroker.server import authorization as authz
-from kbroker.server.apis.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS
+from kbroker.server.apis.metadata import UNSET_OPERATIONS
 from kbroker.server.request_context import RequestContext
 
 BROKER_ENDPOINTS = 1
@@ -33,8 +34,8 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
             cluster_id=broker.cluster_id,
             controller_id=-1,
         )
-    ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else UNSET_OPERATIONS
-    if request.include_cluster_authorized_operations and authz.enabled(ctx):
+    ops = UNSET_OPERATIONS
+    if request.include_cluster_authorized_operations:
         ops = authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return DescribeClusterResponse(
         error_code=ErrorCode.NONE,

@@ -1,7 +1,10 @@
 """DescribeGroups (key 15), v0-5: state, protocol and members of each group.
 
 As Kafka: member metadata and assignments, and the protocol name, only in
-Stable; an unknown group is described as Dead with no error.
+Stable; an unknown group is described as Dead with no error. v3+ with
+include_authorized_operations: a group described without error carries the group
+operations the principal may do (kbroker.server.authorization); one with an error
+carries none (the field's default, as KafkaApis leaves it).
 """
 
 from __future__ import annotations
@@ -17,24 +20,22 @@ from kbroker.server.request_context import RequestContext
 Group = DescribeGroupsResponse.DescribedGroup
 Member = DescribeGroupsResponse.DescribedGroupMember
 UNSET_OPERATIONS = -(2**31)
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 11))  # READ, DELETE, DESCRIBE
 
 
 def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     want_ops = ctx.api_version >= 3 and request.include_authorized_operations
-    ops = GROUP_OPERATIONS if want_ops else UNSET_OPERATIONS
     coord = coordinator(ctx)
     out = []
     for group_id in request.groups:
-        if authz.enabled(ctx):
-            if want_ops:
-                ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id)
-            if not authz.authorize_group(ctx, "DESCRIBE", group_id):
-                out.append(Group(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
-                                 group_state="", protocol_type="", protocol_data="", members=[],
-                                 authorized_operations=ops))
-                continue
+        if not authz.authorize_group(ctx, "DESCRIBE", group_id):
+            out.append(Group(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                             group_state="", protocol_type="", protocol_data="", members=[],
+                             authorized_operations=UNSET_OPERATIONS))
+            continue
         err, group = coord.describe_group(group_id)
+        ops = UNSET_OPERATIONS
+        if want_ops and err == ErrorCode.NONE:
+            ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id)
         if err != ErrorCode.NONE or group is None:
             out.append(Group(error_code=err, group_id=group_id, group_state=GroupState.DEAD.value,
                              protocol_type="", protocol_data="", members=[], authorized_operations=ops))

@@ -21,8 +21,8 @@ from kbroker.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
+from kbroker.security.acl import ResourceType
 from kbroker.server import authorization as authz
-from kbroker.server.apis.metadata import TOPIC_OPERATIONS
 from kbroker.server.request_context import RequestContext
 
 Response = DescribeTopicPartitionsResponse
@@ -88,7 +88,7 @@ def _describe(ctx: RequestContext, info: TopicInfo, start: int, end: int) -> Top
             )
             for pm in ctx.broker.cluster.partitions(info) if start <= pm.partition < end
         ],
-        topic_authorized_operations=TOPIC_OPERATIONS,
+        topic_authorized_operations=authz.authorized_operations(ctx, ResourceType.TOPIC, info.name),
     )
 
 

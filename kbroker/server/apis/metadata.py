@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
-# Bit sets of AclOperation codes, returned when the client asks for authorized
-# operations (v8+): everything is allowed while kbroker has no ACLs.
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 7, 8, 9, 10, 11, 12, 13))
 UNSET_OPERATIONS = -(2**31)
 READY_WAIT_S = 10.0
 
@@ -89,9 +85,7 @@ def _answer(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
         topics = [_requested(ctx, t, allow_create, want_ops) for t in request.topics]
     cluster_ops = UNSET_OPERATIONS
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
-        cluster_ops = CLUSTER_OPERATIONS
-        if authz.enabled(ctx):
-            cluster_ops = authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+        cluster_ops = authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
         brokers=brokers,
         cluster_id=broker.cluster_id,
@@ -190,11 +184,6 @@ def _build(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
         topic_id=info.topic_id,
         is_internal=info.is_internal,
         partitions=partitions,
-        topic_authorized_operations=_topic_operations(ctx, info.name) if want_ops else UNSET_OPERATIONS,
+        topic_authorized_operations=authz.authorized_operations(ctx, ResourceType.TOPIC, info.name)
+        if want_ops else UNSET_OPERATIONS,
     )
-
-
-def _topic_operations(ctx: RequestContext, topic: str) -> int:
-    if not authz.enabled(ctx):
-        return TOPIC_OPERATIONS
-    return authz.authorized_operations(ctx, ResourceType.TOPIC, topic)
