@@ -358,11 +358,13 @@ class Connection:
         if tls.outgoing.pending:
             assert isinstance(self.writer, TlsResponseWriter)
             self.writer.push()
-        if got < 0:  # close_notify
-            self.close()
-            return
         if not self.closed:
-            self._guarded_process_input()
+            self._guarded_process_input()  # with what came before a close_notify (as Kafka)
+        if got < 0 and not self.closed:  # the peer's close_notify: ours, then the close
+            tls.close_notify()
+            assert isinstance(self.writer, TlsResponseWriter)
+            self.writer.flush_now()
+            self.close()
 
     def _decrypt(self) -> int:
         """All the plaintext the channel holds: straight into the large frame being received

@@ -54,13 +54,26 @@ class TlsChannel:
         return True
 
     def read_into(self, buf: memoryview) -> int:
-        """Plaintext into buf: its size, 0 when none is ready, -1 at the peer's close_notify."""
+        """Plaintext into buf (not empty): its size, 0 when none is ready, -1 at the peer's
+        close_notify. SSLObject.read raises SSLWantReadError when no whole record is there
+        and answers 0 once the close_notify was read (SSLZeroReturnError only in other
+        cases), so 0 from it is the end."""
         try:
-            return int(self.obj.read(len(buf), buf))
+            got = int(self.obj.read(len(buf), buf))
         except ssl.SSLWantReadError:
             return 0
         except ssl.SSLZeroReturnError:
             return -1
+        return got if got else -1
+
+    def close_notify(self) -> None:
+        """Our close_notify into `outgoing`, answering the peer's (Kafka's SslTransportLayer
+        sends one when it closes): a client that waits for it, as asyncio's TLS transport
+        does, then finishes its shutdown at once and cleanly."""
+        try:
+            self.obj.unwrap()
+        except ssl.SSLError:
+            pass
 
     def peer_certificate(self) -> dict[str, Any] | None:
         cert = self.obj.getpeercert()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import ssl
 import subprocess
 import uuid
@@ -160,3 +161,81 @@ def test_aiokafka(secure_broker, pki, listener, mechanism, user, password, cert)
             await consumer.stop()
 
     assert asyncio.run(run()) == [f"a{i}".encode() for i in range(20)]
+
+
+@pytest.mark.parametrize(("listener", "mechanism", "user", "password"), [
+    ("SSL", None, None, None),
+    ("SASL_SSL", "SCRAM-SHA-256", "alice", "alice-scram"),
+], ids=["ssl", "sasl_ssl-scram256"])
+def test_aiokafka_tls_close_is_answered(secure_broker, pki, listener, mechanism, user,
+                                        password) -> None:
+    """A client's close_notify is answered with the broker's and the connection closes, as
+    Kafka's SslTransportLayer does. asyncio's TLS transport, which aiokafka's connections
+    use, waits for that answer when it closes: unanswered, every close of an aiokafka
+    client over TLS ended after asyncio's ssl_shutdown_timeout (30 s) with 'SSL shutdown
+    timed out' (aiokafka's own test_ssl_consume failed so in its consumer's stop())."""
+    from aiokafka.conn import create_conn
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    host, port = endpoint(secure_broker, listener).split(":")
+
+    async def run() -> None:
+        conn = await create_conn(host, int(port), security_protocol=listener,
+                                 ssl_context=_client_ssl(pki, None), sasl_mechanism=mechanism,
+                                 sasl_plain_username=user, sasl_plain_password=password)
+        response = await conn.send(MetadataRequest([]))
+        assert [b[0] for b in response.brokers] == [secure_broker.config.node_id]
+        # aiokafka's protocol hides how the connection ended; its stream writer keeps it
+        writer = conn._writer
+        await conn.close()
+        await writer.wait_closed()  # raises what ended the TLS session uncleanly
+
+    asyncio.run(run())
+
+
+def test_tls_request_before_close_notify_is_handled(secure_broker, pki) -> None:
+    """A request in the same read as the client's close_notify is still handled before the
+    connection closes, as Kafka handles what it read before the close: an acks=0 Produce
+    followed at once by close_notify (one TLS session over a raw socket, both in one send)
+    appends its record, and the broker answers the close_notify with its own."""
+    from batches import make_batch
+
+    from kbroker.protocol.messages.produce import ProduceRequest
+
+    from .wire import encode_request
+
+    topic = f"close-notify-{uuid.uuid4().hex[:8]}"
+    admin = confluent_kafka.admin.AdminClient(
+        {"bootstrap.servers": endpoint(secure_broker, "PLAINTEXT")})
+    for f in admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    produce = ProduceRequest(acks=0, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(
+            index=0, records=make_batch([b"last words"]))])])
+    host, port = endpoint(secure_broker, "SSL").split(":")
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = _client_ssl(pki, None).wrap_bio(incoming, outgoing, server_hostname=host)
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        while True:  # the handshake
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                sock.sendall(outgoing.read())
+                incoming.write(sock.recv(65536))
+        sock.sendall(outgoing.read())
+        tls.write(encode_request(produce, 9, 1))
+        with pytest.raises(ssl.SSLWantReadError):
+            tls.unwrap()  # our close_notify, after the request
+        sock.sendall(outgoing.read())
+        while data := sock.recv(65536):  # until the broker closes
+            incoming.write(data)
+        tls.unwrap()  # the broker's close_notify came: a clean TLS close
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": endpoint(secure_broker, "PLAINTEXT"),
+                                         "group.id": topic})
+    try:
+        low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0),
+                                                   timeout=20)
+    finally:
+        consumer.close()
+    assert (low, high) == (0, 1)
