@@ -1,7 +1,8 @@
 """confluent-kafka AdminClient (librdkafka 2.x) against a `kbroker serve` subprocess:
 CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
 AlterConfigs, IncrementalAlterConfigs (applied live), DescribeCluster,
-describe_topics, and list_offsets / offsets_for_times through a consumer."""
+describe_topics, list_offsets / offsets_for_times through a consumer, and the SCRAM
+credential APIs."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 from kbroker.common.configs import TOPIC_CONFIGS
@@ -367,3 +372,22 @@ def test_min_insync_replicas_above_the_isr_refuses_acks_all(admin: AdminClient, 
     assert results["all"] is not None and results["all"].code() in (
         KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT)
     assert results["1"] is None  # acks=1 does not wait for the ISR, in Kafka either
+
+
+def test_describe_user_scram_credentials_of_every_user(admin: AdminClient) -> None:
+    """librdkafka asks for every user with an empty array, not null; Kafka answers both
+    with every user that has a credential (confluent-kafka-python's
+    test_user_scram_credentials)."""
+    user = _name("scram-user")
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 10000)
+    upsert = UserScramCredentialUpsertion(user, info, b"password", b"salt")
+    assert admin.alter_user_scram_credentials([upsert], request_timeout=TIMEOUT)[user].result() is None
+    try:
+        for args in ([], [None]):
+            described = admin.describe_user_scram_credentials(*args, request_timeout=TIMEOUT).result()
+            assert user in described
+            assert [(i.mechanism, i.iterations) for i in described[user].scram_credential_infos] == [
+                (ScramMechanism.SCRAM_SHA_256, 10000)]
+    finally:
+        delete = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)
+        admin.alter_user_scram_credentials([delete], request_timeout=TIMEOUT)[user].result()

@@ -1,5 +1,6 @@
 """DescribeUserScramCredentials (key 50), v0: each user's SCRAM mechanisms and iteration
-counts (never salts or keys). No users (null): every user with a credential. A user
+counts (never salts or keys). No users (null, or an empty array as librdkafka sends):
+every user with a credential, as Kafka's ScramImage.describe. A user
 named twice is DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND, as
 Kafka answers. Needs DESCRIBE on the cluster when ACLs are on."""
 
@@ -30,7 +31,7 @@ def handle(ctx: RequestContext,
                                                  credential_infos=[])
             for u in request.users or ()])
     stored = ctx.broker.scram_credentials.users()
-    if request.users is None:
+    if not request.users:
         wanted = sorted(stored)
         counts: Counter[str] = Counter()
     else:
