@@ -165,3 +165,24 @@ def test_admin_list_offsets(broker_process) -> None:
     for spec, offset, timestamp in cases:
         result = admin.list_offsets({tp: spec}, request_timeout=10)[tp].result()
         assert (result.offset, result.timestamp) == (offset, timestamp), spec
+
+
+def test_legacy_message_set_is_refused_as_an_old_version(broker_process) -> None:
+    """librdkafka told the broker is 0.9.0 (no ApiVersions) sends a magic-0 message set
+    in Produce v1-v2; a message without a key has its key length (-1) and then its
+    value length, 0xff... for a tombstone, where a magic-2 batch keeps its
+    transactional bit. Kafka never reads a legacy message as
+    transactional; kbroker, which refuses magic 0/1, answers UNSUPPORTED_VERSION,
+    not TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    from confluent_kafka import KafkaError
+
+    bs = broker_process.bootstrap_servers
+    topic = f"ck-legacy-{uuid.uuid4().hex[:8]}"
+    produce_all(bs, topic, [{"value": b"create the topic"}])
+    errors: list = []
+    p = Producer({"bootstrap.servers": bs, "api.version.request": False,
+                  "broker.version.fallback": "0.9.0", "message.timeout.ms": 10000})
+    p.produce(topic, value=None, partition=0,
+              on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(20) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.UNSUPPORTED_VERSION]

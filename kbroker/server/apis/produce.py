@@ -46,7 +46,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
-from kbroker.records.batch_header import ATTRIBUTES_POS, TRANSACTIONAL_BIT
+from kbroker.records.batch_header import ATTRIBUTES_POS, MAGIC_POS, TRANSACTIONAL_BIT
 from kbroker.server import authorization as authz
 from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse, RequestContext
 
@@ -223,13 +223,19 @@ def _append(
 
 def _has_transactional_records(request: ProduceRequest) -> bool:
     """Whether any partition's first batch is transactional (a producer writes its
-    transactional batches with nothing else, as Kafka's ProduceRequest checks)."""
+    transactional batches with nothing else, as Kafka's ProduceRequest checks).
+
+    Only a magic-2 record batch has the transactional attribute: a magic 0/1 message
+    set (Produce v0-v2) keeps a message's key length or timestamp at that position,
+    and Kafka's LegacyRecordBatch.isTransactional is always false."""
     for topic in request.topic_data:
         for pd in topic.partition_data:
             records = pd.records
-            if isinstance(records, memoryview | bytes | bytearray) and len(records) > ATTRIBUTES_POS + 1:
-                if records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_BIT:
-                    return True
+            if (isinstance(records, memoryview | bytes | bytearray)
+                    and len(records) > ATTRIBUTES_POS + 1
+                    and records[MAGIC_POS] == 2
+                    and records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_BIT):
+                return True
     return False
 
 
