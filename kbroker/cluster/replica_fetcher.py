@@ -8,7 +8,14 @@ states:
   truncating  OffsetForLeaderEpoch to the leader with the follower's latest epoch;
               the log is cut where it diverges from the leader's (never blindly at the
               high watermark), in as many rounds as Kafka's rules need
-              (AbstractFetcherThread.getOffsetTruncationState)
+              (AbstractFetcherThread.getOffsetTruncationState). A log without a leader
+              epoch (a new replica's empty log) has nothing to compare: it is cut at its
+              high watermark locally and fetches at once, with no request, as Kafka's
+              fetcher treats partitions without epochs (maybeTruncate ->
+              truncateToHighWatermark). A new topic's followers so start fetching in the
+              fetch after their LeaderAndIsr, not after an OffsetForLeaderEpoch that a
+              leader which has not yet handled its own LeaderAndIsr answers with
+              UNKNOWN_TOPIC_OR_PARTITION (and replica.fetch.backoff.ms, 1 s, of waiting)
   fetching    Fetch with replica_id set, from the log end offset, long-polling
               `replica.fetch.wait.max.ms` for `replica.fetch.min.bytes`; the leader's
               batches are appended byte for byte (Log.append_as_follower checks their
@@ -204,7 +211,12 @@ class ReplicaFetcher:
     # -- truncation --------------------------------------------------------------------------
     async def _truncate(self) -> None:
         while True:
-            pending = self._ready(True)
+            pending = []
+            for s in self._ready(True):
+                if s.partition.local_log().latest_epoch < 0:
+                    self._truncate_to_high_watermark(s)
+                else:
+                    pending.append(s)
             if not pending:
                 return
             by_topic: dict[str, list[FetchState]] = {}
@@ -226,6 +238,15 @@ class ReplicaFetcher:
                     state = self._current(asked, TopicPartition(t.topic, p.partition))
                     if state is not None and state.truncating:
                         self._truncation_answer(state, p.error_code, p.leader_epoch, p.end_offset)
+
+    def _truncate_to_high_watermark(self, state: FetchState) -> None:
+        """A log without leader epochs: cut at the high watermark, then fetch."""
+        plog = state.partition.local_log()
+        if plog.high_watermark < plog.log_end_offset:
+            log.info("%s: no leader epoch: truncating from %d to the high watermark %d",
+                     state.partition.topic_partition, plog.log_end_offset, plog.high_watermark)
+            plog.truncate_to(plog.high_watermark)
+        state.truncating = False
 
     def _current(self, asked: dict[TopicPartition, FetchState], tp: TopicPartition) -> FetchState | None:
         """The partition's state if it is still the one the request was made for: a

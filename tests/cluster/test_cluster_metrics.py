@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
@@ -71,5 +72,41 @@ def test_controller_under_replication_and_isr_expansion(zookeeper: ZooKeeperServ
             assert [tp.offset for tp in committed] == [50, 50]
         finally:
             consumer.close()
+    finally:
+        cluster.stop()
+
+
+def _asked_for_epochs(url: str) -> float:
+    """OffsetForLeaderEpoch requests this broker has answered (every version)."""
+    return sum(v for (name, labels), v in scrape(url).items()
+               if name == "kafka_network_requestmetrics_requests_total"
+               and dict(labels).get("request") == "OffsetForLeaderEpoch")
+
+
+def test_new_replicas_fetch_without_asking_for_epochs(zookeeper: ZooKeeperServer,
+                                                      tmp_path: Path) -> None:
+    """A new topic's followers have no leader epoch to compare with the leader's: as Kafka's
+    fetcher does with partitions without epochs (truncateToHighWatermark), they fetch at
+    once, with no OffsetForLeaderEpoch. A restarted follower, whose logs have epochs,
+    still asks before it fetches."""
+    cluster = Cluster(3, tmp_path, {}, zookeeper=zookeeper,
+                      chroot=f"/kbroker-{uuid.uuid4().hex[:8]}", operations=True)
+    cluster.start()
+    try:
+        urls = {b: str(p.operations_url) for b, p in cluster.brokers.items()}
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        for f in admin.create_topics([NewTopic("ne", 3, 3)]).values():
+            f.result(30)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for i in range(30):
+            producer.produce("ne", value=b"%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0  # every follower of every partition fetched
+        assert [_asked_for_epochs(u) for u in urls.values()] == [0, 0, 0]
+        cluster.stop_broker(3)
+        cluster.restart(3)
+        wait_until(lambda: _asked_for_epochs(urls[1]) + _asked_for_epochs(urls[2]) > 0,
+                   "the restarted broker to ask its leaders for their epochs' end offsets")
+        wait_until(lambda: all(value(scrape(u), "kafka_server_replicamanager_underreplicatedpartitions")
+                               == 0 for u in (urls[1], urls[2])), "broker 3 back in the ISRs")
     finally:
         cluster.stop()
