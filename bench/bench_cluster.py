@@ -21,18 +21,25 @@ throughput  Four cells per repeat, each on fresh brokers, in an order that rotat
 failover    A 3-broker cluster with zookeeper.session.timeout.ms = --session-timeout-ms.
             --failover-repeats times each: SIGKILL, then SIGTERM (a controlled shutdown),
             of the leader of a fresh topic while an idempotent acks=all producer sends
-            --failover-rate records/s to it (bench/cluster_failover.py says what is timed);
+            --failover-rate records/s to it, once with each of --failover-clients
+            (librdkafka, kafka-python: bench/cluster_failover.py says what is timed and how
+            the two clients learn the new leader);
             the broker is restarted and back in the ISR before the next probe.
-latency     Each repeat: a single broker, then a 3-broker cluster, each taking `perf
-            produce` at --rate records/s with acks=all (RF=3 on the cluster) over
-            --latency-partitions partitions, linger.ms 0, every record's delivery
-            latency sampled. --profile DIR: py-spy samples every broker process of each
+latency     Each repeat, for each --linger-ms value (5, the producer's default, then 0): a
+            single broker, then a 3-broker cluster, each taking `perf produce` at --rate
+            records/s with acks=all (RF=3 on the cluster, and RF=3 acks=1 beside it) over
+            --latency-partitions partitions, every record's delivery latency sampled.
+            linger.ms 5 is what librdkafka (and Kafka 4's Java producer, KIP-1030) uses
+            when not told otherwise; with linger.ms 0 every record goes out as soon as
+            one of the connection's 5 in-flight slots is free, so the request rate
+            follows the round trip. --profile DIR: py-spy samples every broker process of each
             latency cell (raw collapsed stacks, DIR/<cell>-<repeat>-broker-<id>.txt; the
             samples of a broker waiting for a core count as busy on a loaded machine).
 
 Targets (issue 13): produce resumes after a leader's SIGKILL within the session timeout
 + 1 s; a controlled shutdown moves leadership in under 1 s; the acks=all RF=3 p99 is
-under 2x the single broker's p99 at the same rate. Medians over repeats go to stdout,
+under 2x the single broker's p99 at the same rate and producer settings (each linger.ms
+is reported; the target line is the producer's default). Medians over repeats go to stdout,
 everything to bench/results/cluster.json (--json). The machine is shared: compare
 figures of one run with each other, not with another run's.
 """
@@ -63,7 +70,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import brokers  # noqa: E402
 import cluster_failover  # noqa: E402
-from confluent_kafka import KafkaException  # noqa: E402
+from confluent_kafka import KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kbroker.cluster.local_cluster import Cluster  # noqa: E402
@@ -78,6 +85,13 @@ SECTIONS = ("throughput", "failover", "latency")
 RECORD_SIZE = 1024
 OFFSETS_TOPIC = "__consumer_offsets"
 LATENCY_SINGLE, LATENCY_RF3 = "single/acks-all", "cluster-3/rf3-acks-all"
+DEFAULT_LINGER_MS = 5.0  # librdkafka's linger.ms default, and the Java producer's since Kafka 4.0
+
+
+def latency_cell(cell: str, linger_ms: float) -> str:
+    """A latency cell's name: `single/acks-all` at the producer's default linger.ms,
+    `single/acks-all/linger-0` at another."""
+    return cell if linger_ms == DEFAULT_LINGER_MS else f"{cell}/linger-{linger_ms:g}"
 
 
 class Target:
@@ -132,12 +146,27 @@ def wait_ready_everywhere(target: Target, topic: str, partitions: int | None = N
                               interval=0.1)
 
 
-def warm_up(target: Target, topic: str) -> None:
+def warm_up(target: Target, topic: str, partitions: int) -> None:
     """Have the brokers create __consumer_offsets now (perf's watermark query asks for a
-    group coordinator): its 50 partitions must not be created inside a measured run."""
+    group coordinator): its 50 partitions must not be created inside a measured run. Then
+    one acks=all record to each partition of `topic`, acknowledged: every follower is
+    fetching it. A new partition's ISR is full from the start, but a follower only joins
+    its fetch session once the fetch it has parked at the leader returns (up to
+    replica.fetch.wait.max.ms, 500 ms) and its OffsetForLeaderEpoch has been answered (a
+    leader that has not yet handled its LeaderAndIsr answers UNKNOWN_TOPIC_OR_PARTITION,
+    and the follower backs off replica.fetch.backoff.ms, 1 s), as Kafka's fetcher threads
+    do; without this the first records of a measured run waited 0.4-0.7 s for that."""
     cluster_failover.wait_for(lambda: _watermarks_answered(target, topic),
                               f"watermarks of {topic} on {target.name}", interval=0.5)
     wait_ready_everywhere(target, OFFSETS_TOPIC)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": False})
+    failed: list[str] = []
+    for partition in range(partitions):
+        producer.produce(topic, b"warm-up", partition=partition,
+                         on_delivery=lambda err, _msg: err is not None and failed.append(str(err)))
+    if producer.flush(60) or failed:
+        raise RuntimeError(f"warm-up records to {topic} on {target.name} not acknowledged: {failed}")
 
 
 def _watermarks_answered(target: Target, topic: str) -> bool:
@@ -238,7 +267,7 @@ def produce_cell(target: Target, cell: str, repeat: int, rf: int, partitions: in
     brokers sampled by py-spy into `profile` when set."""
     topic = f"{cell.replace('/', '-')}-{repeat}"
     create_topic(target, topic, partitions, rf)
-    warm_up(target, topic)
+    warm_up(target, topic, partitions)
     options = perf_options(target, topic, args, partitions=partitions, replication_factor=rf, **perf)
     # Write back what earlier cells left dirty (GBs after an RF=3 cell): else its writeback,
     # and the fsyncs that wait for it, land in this cell's CPU and latency.
@@ -246,7 +275,7 @@ def produce_cell(target: Target, cell: str, repeat: int, rf: int, partitions: in
     with profiled(target, profile, f"{cell.replace('/', '-')}-{repeat}"):
         result = measured_produce(target, options)
     pct = (result.get("latency") or {}).get("percentiles_ms", {})
-    print(f"  {cell:24} {result['records_per_s']:>9,.0f} rec/s {result['mb_per_s']:6.1f} MB/s "
+    print(f"  {cell:34} {result['records_per_s']:>9,.0f} rec/s {result['mb_per_s']:6.1f} MB/s "
           f"{_f(result['cpu_s_per_gb'], '6.2f')} CPU-s/GB {_f(result['cores_busy'], '4.2f')} cores "
           f"(clients {_f(result['client_cores'], '4.2f')})  p50 {_f(pct.get('p50'), '7.2f')} ms "
           f"p99 {_f(pct.get('p99'), '7.2f')} ms max {_f((result.get('latency') or {}).get('max_ms'), '7.1f')} ms",
@@ -262,21 +291,23 @@ def failover_section(zookeeper: ZooKeeperServer, work: Path, args: argparse.Name
         cluster = target.cluster
         assert cluster is not None
         for repeat in range(args.failover_repeats):
-            for kind in ("kill", "term"):
+            for kind, client in ((k, c) for k in ("kill", "term") for c in args.failover_clients):
                 controller = cluster_failover.controller_id(cluster)
                 candidates = [b for b in sorted(cluster.brokers) if b != controller]
                 victim = candidates[(repeat * 2 + (kind == "term")) % len(candidates)]
                 try:
                     run = cluster_failover.probe(cluster, kind, victim, args.failover_rate,
-                                                 RECORD_SIZE, settle_records=int(args.failover_rate))
+                                                 RECORD_SIZE, settle_records=int(args.failover_rate),
+                                                 client=client)
                 except Exception as exc:  # one failed probe must not lose the others
                     traceback.print_exc(file=sys.stderr)
-                    run = {"kind": kind, "victim": victim, "error": f"{type(exc).__name__}: {exc}"}
+                    run = {"kind": kind, "client": client, "victim": victim,
+                           "error": f"{type(exc).__name__}: {exc}"}
                     if not cluster.brokers[victim].is_running():
                         cluster.restart(victim)
                 run.update({"repeat": repeat, "controller": controller})
                 runs.append(run)
-                print(f"  {kind:4} broker {victim}: " + ", ".join(
+                print(f"  {kind:4} broker {victim} ({client}): " + ", ".join(
                     f"{k} {run[k]:.2f} s" for k in ("metadata_leader_s", "resumed_s", "stall_s",
                                                      "exited_s") if k in run)
                       + (f", {run['errors']} producer errors" if run.get("errors") else "")
@@ -286,18 +317,21 @@ def failover_section(zookeeper: ZooKeeperServer, work: Path, args: argparse.Name
 
 def latency_repeat(zookeeper: ZooKeeperServer, work: Path, args: argparse.Namespace,
                    repeat: int) -> list[dict[str, Any]]:
-    """The single broker with acks=all, then a 3-broker cluster with RF=3 and acks=all and
-    (to tell the wait for the followers from the load they add) RF=3 and acks=1."""
-    paced = {"num_records": args.latency_records, "producers": 1, "throughput": args.rate,
-             "linger_ms": 0.0, "latency_sample_every": 1}
+    """For each linger.ms: the single broker with acks=all, then a 3-broker cluster with
+    RF=3 and acks=all and (to tell the wait for the followers from the load they add) RF=3
+    and acks=1."""
     runs = []
-    with single_broker(work) as single:
-        runs.append(produce_cell(single, LATENCY_SINGLE, repeat, 1, args.latency_partitions, args,
-                                 args.profile, acks="all", **paced))
-    with local_cluster(zookeeper, work, 3) as cluster:
-        for cell, acks in ((LATENCY_RF3, "all"), ("cluster-3/rf3-acks-1", "1")):
-            runs.append(produce_cell(cluster, cell, repeat, 3, args.latency_partitions, args,
-                                     args.profile, acks=acks, **paced))
+    for linger_ms in args.linger_ms:
+        paced = {"num_records": args.latency_records, "producers": 1, "throughput": args.rate,
+                 "linger_ms": linger_ms, "latency_sample_every": 1}
+        with single_broker(work) as single:
+            runs.append(produce_cell(single, latency_cell(LATENCY_SINGLE, linger_ms), repeat, 1,
+                                     args.latency_partitions, args, args.profile, acks="all", **paced))
+        with local_cluster(zookeeper, work, 3) as cluster:
+            for cell, acks in ((LATENCY_RF3, "all"), ("cluster-3/rf3-acks-1", "1")):
+                runs.append(produce_cell(cluster, latency_cell(cell, linger_ms), repeat, 3,
+                                         args.latency_partitions, args, args.profile, acks=acks,
+                                         **paced))
     return runs
 
 
@@ -333,25 +367,31 @@ def throughput_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def failover_summary(runs: list[dict[str, Any]], session_timeout_ms: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"session_timeout_ms": session_timeout_ms}
-    for kind in ("kill", "term"):
-        ok = [r for r in runs if r["kind"] == kind and "error" not in r]
-        out[kind] = {k: {"median": median(v), "max": max(v) if v else None, "values": v}
-                     for k in ("metadata_leader_s", "resumed_s", "stall_s", "exited_s")
-                     if (v := [r[k] for r in ok if k in r])}
-        out[kind]["probes"] = len(ok)
-        out[kind]["failed"] = len([r for r in runs if r["kind"] == kind]) - len(ok)
-        out[kind]["producer_errors"] = sum(r.get("errors", 0) for r in ok)
-    kill_max = out["kill"].get("resumed_s", {}).get("max")
-    term_max = out["term"].get("metadata_leader_s", {}).get("max")
-    out["targets"] = {
-        "kill: resumed within session timeout + 1 s": _met(kill_max, session_timeout_ms / 1000 + 1),
-        "term: leader moved in under 1 s": _met(term_max, 1.0),
-    }
+    """Per producer client and kind: medians and maxima of each figure; the targets per
+    client (the leader's move is the brokers' alone: one target over every client's probes)."""
+    out: dict[str, Any] = {"session_timeout_ms": session_timeout_ms, "clients": {}, "targets": {}}
+    for client in dict.fromkeys(r.get("client", "librdkafka") for r in runs):
+        mine = [r for r in runs if r.get("client", "librdkafka") == client]
+        per: dict[str, Any] = {}
+        for kind in ("kill", "term"):
+            ok = [r for r in mine if r["kind"] == kind and "error" not in r]
+            per[kind] = {k: {"median": median(v), "max": max(v) if v else None, "values": v}
+                         for k in ("metadata_leader_s", "resumed_s", "stall_s", "exited_s")
+                         if (v := [r[k] for r in ok if k in r])}
+            per[kind]["probes"] = len(ok)
+            per[kind]["failed"] = len([r for r in mine if r["kind"] == kind]) - len(ok)
+            per[kind]["producer_errors"] = sum(r.get("errors", 0) for r in ok)
+        out["clients"][client] = per
+        kill_max = per["kill"].get("resumed_s", {}).get("max")
+        out["targets"][f"kill: resumed within session timeout + 1 s ({client})"] = _met(
+            kill_max, session_timeout_ms / 1000 + 1)
+    moved = [r["metadata_leader_s"] for r in runs
+             if r["kind"] == "term" and "error" not in r and "metadata_leader_s" in r]
+    out["targets"]["term: leader moved in under 1 s"] = _met(max(moved) if moved else None, 1.0)
     return out
 
 
-def latency_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def latency_summary(runs: list[dict[str, Any]], lingers: list[float]) -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     for cell in dict.fromkeys(r["cell"] for r in runs):
         ok = [r for r in runs if r["cell"] == cell and not r.get("incomplete") and r.get("latency")]
@@ -360,9 +400,15 @@ def latency_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         cells[cell]["records_per_s"] = median([r["records_per_s"] for r in ok])
         cells[cell]["cores_busy"] = median([r["cores_busy"] for r in ok if r.get("cores_busy") is not None])
         cells[cell]["p99_values"] = [r["latency"]["percentiles_ms"]["p99"] for r in ok]
-    single, rf3 = cells.get(LATENCY_SINGLE, {}).get("p99"), cells.get(LATENCY_RF3, {}).get("p99")
-    ratio = rf3 / single if single and rf3 is not None else None
-    return {"cells": cells, "p99_ratio": ratio, "targets": {"p99 rf3 < 2 x single": _met(ratio, 2.0)}}
+    ratios, targets = {}, {}
+    for linger_ms in lingers:
+        single = cells.get(latency_cell(LATENCY_SINGLE, linger_ms), {}).get("p99")
+        rf3 = cells.get(latency_cell(LATENCY_RF3, linger_ms), {}).get("p99")
+        ratio = rf3 / single if single and rf3 is not None else None
+        ratios[f"{linger_ms:g}"] = ratio
+        default = " (the producer's default)" if linger_ms == DEFAULT_LINGER_MS else ""
+        targets[f"p99 rf3 < 2 x single, linger.ms {linger_ms:g}{default}"] = _met(ratio, 2.0)
+    return {"cells": cells, "p99_ratio_by_linger_ms": ratios, "targets": targets}
 
 
 def _met(value: float | None, limit: float) -> dict[str, Any]:
@@ -384,27 +430,30 @@ def print_report(doc: dict[str, Any]) -> None:
     if "failover" in doc:
         s = doc["failover"]["summary"]
         print(f"\nfailover, zookeeper.session.timeout.ms={s['session_timeout_ms']} (seconds)")
-        print(f"{'event':6} {'figure':18} {'median':>7} {'max':>7}")
-        for kind in ("kill", "term"):
-            for key, v in s[kind].items():
-                if isinstance(v, dict):
-                    print(f"{kind:6} {key:18} {_f(v['median'], '.2f'):>7} {_f(v['max'], '.2f'):>7}")
-            print(f"{kind:6} probes {s[kind]['probes']}, failed {s[kind]['failed']}, "
-                  f"producer errors {s[kind]['producer_errors']}")
+        print(f"{'client':13} {'event':6} {'figure':18} {'median':>7} {'max':>7}")
+        for client, per in s["clients"].items():
+            for kind in ("kill", "term"):
+                for key, v in per[kind].items():
+                    if isinstance(v, dict):
+                        print(f"{client:13} {kind:6} {key:18} {_f(v['median'], '.2f'):>7} "
+                              f"{_f(v['max'], '.2f'):>7}")
+                print(f"{client:13} {kind:6} probes {per[kind]['probes']}, failed {per[kind]['failed']}, "
+                      f"producer errors {per[kind]['producer_errors']}")
     if "latency" in doc:
         s = doc["latency"]["summary"]
         print(f"\nacks=all produce latency at {doc['args']['rate']:.0f} records/s of 1 KiB (ms, medians)")
-        print(f"{'cell':24} {'p50':>7} {'p95':>7} {'p99':>7} {'p99.9':>7} {'cores':>6}")
+        print(f"{'cell':34} {'p50':>7} {'p95':>7} {'p99':>7} {'p99.9':>7} {'cores':>6}")
         for cell, c in s["cells"].items():
-            print(f"{cell:24} " + " ".join(f"{_f(c[k], '.2f'):>7}" for k in ("p50", "p95", "p99", "p99_9"))
+            print(f"{cell:34} " + " ".join(f"{_f(c[k], '.2f'):>7}" for k in ("p50", "p95", "p99", "p99_9"))
                   + f" {_f(c['cores_busy'], '.2f'):>6}")
-        print(f"  p99 ratio {LATENCY_RF3} / {LATENCY_SINGLE}: {_f(s['p99_ratio'], '.2f')}")
+        for linger_ms, ratio in s["p99_ratio_by_linger_ms"].items():
+            print(f"  p99 ratio {LATENCY_RF3} / {LATENCY_SINGLE}, linger.ms {linger_ms}: {_f(ratio, '.2f')}")
     targets = {k: v for sec in ("failover", "latency") if sec in doc
                for k, v in doc[sec]["summary"]["targets"].items()}
     if targets:
         print("\ntargets")
         for name, t in targets.items():
-            print(f"  {name:45} {_f(t['value'], '.2f'):>7} < {t['limit']:.2f}  "
+            print(f"  {name:62} {_f(t['value'], '.2f'):>7} < {t['limit']:.2f}  "
                   f"{'met' if t['met'] else 'NOT MET'}")
 
 
@@ -423,10 +472,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--producers", type=int, default=2, help="producer processes per throughput cell")
     ap.add_argument("--failover-repeats", type=int, default=5, help="SIGKILL and SIGTERM probes each")
     ap.add_argument("--failover-rate", type=float, default=1000.0, help="records/s of the failover producer")
+    ap.add_argument("--failover-clients", type=lambda v: v.split(","), default=["librdkafka", "kafka-python"],
+                    help="comma-separated producer clients of the failover probes: librdkafka "
+                         "(confluent-kafka), kafka-python (default both)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
     ap.add_argument("--rate", type=float, default=10_000.0, help="records/s of the latency runs")
     ap.add_argument("--latency-records", type=int, default=50_000)
     ap.add_argument("--latency-partitions", type=int, default=3)
+    ap.add_argument("--linger-ms", type=lambda v: [float(x) for x in v.split(",")],
+                    default=[DEFAULT_LINGER_MS, 0.0],
+                    help="comma-separated linger.ms values of the latency producer (default 5,0)")
     ap.add_argument("--phase-timeout", type=float, default=300.0)
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="py-spy every broker of each latency cell, stacks into DIR")
@@ -463,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             if "latency" in args.sections:
                 print("latency", flush=True)
                 runs = [r for i in range(args.repeats) for r in latency_repeat(zookeeper, work, args, i)]
-                doc["latency"] = {"runs": runs, "summary": latency_summary(runs)}
+                doc["latency"] = {"runs": runs, "summary": latency_summary(runs, args.linger_ms)}
         finally:
             zookeeper.stop()
     doc["machine"]["loadavg_end"] = os.getloadavg()

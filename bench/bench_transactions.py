@@ -9,13 +9,15 @@ on it, one after the other (which goes first alternates between repeats):
     transactional  kbroker perf produce --transactional --records-per-transaction N
 
 with the same records (1 KiB by default), producer processes, partitions and linger,
-and the broker's CPU time (user + system) per 1000 records of each.
+and the broker's CPU time (user + system) per 1000 records of each, and the clients'
+(the producer processes', from getrusage of the reaped children).
 The transactional producer waits for its records' acknowledgements before each commit,
 so commit_transaction's duration is the EndTxn round trip (kbroker/perf/produce.py).
 
     python bench/bench_transactions.py                       # 500k records, 3 repeats
     python bench/bench_transactions.py --records 1000000 --records-per-transaction 100
     python bench/bench_transactions.py --same-session         # the broker in this session
+    python bench/bench_transactions.py --peer tansu           # and Tansu, repeat by repeat
 
 A transactional producer waits for each commit, so its throughput follows the client-
 broker round trip; the idempotent producer keeps its pipeline full and does not. On a
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +52,7 @@ GOAL = 0.85
 def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) -> dict[str, Any]:
     topic = f"bench-{mode}"
     cpu_before = broker.cpu_seconds()
+    client_before = _children_cpu_s()
     extra = (["--transactional", "--records-per-transaction", str(args.records_per_transaction)]
              if mode == "transactional" else ["-X", "enable.idempotence=true"])
     done = subprocess.run(
@@ -60,9 +64,11 @@ def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) 
     if done.returncode != 0:
         raise RuntimeError(f"perf produce ({mode}) failed:\n{done.stdout}\n{done.stderr}")
     broker_cpu_s = broker.cpu_seconds() - cpu_before
+    client_cpu_s = _children_cpu_s() - client_before
     result = json.loads(out.read_text())["result"]
     row = {"records": result["records"], "errors": result["errors"],
            "broker_cpu_ms_per_1000": broker_cpu_s * 1e6 / max(result["records"], 1),
+           "client_cpu_ms_per_1000": client_cpu_s * 1e6 / max(result["records"], 1),
            "records_per_s": result["records_per_s"], "mb_per_s": result["mb_per_s"],
            "produce_p99_ms": result["latency"]["percentiles_ms"]["p99"]}
     end_txn = result["extra"].get("end_txn_latency")
@@ -73,9 +79,48 @@ def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) 
     return row
 
 
+def _children_cpu_s() -> float:
+    """User + system CPU of the reaped producer processes (kbroker perf and the processes
+    it spawns): what the clients spent, beside the broker's."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_repeat(spec: Any, args: argparse.Namespace, tmp: Path, repeat: int,
+               runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Both modes on one fresh broker of `spec`; which goes first alternates by repeat."""
+    broker = RunningBroker(spec, tmp, partitions=args.partitions, own_session=not args.same_session)
+    try:
+        broker.wait_ready()
+        order = ["idempotent", "transactional"]
+        for mode in order if repeat % 2 == 0 else order[::-1]:
+            runs[mode].append(perf(broker, args, mode, tmp / f"{spec.name}-{mode}-{repeat}.json"))
+    finally:
+        broker.stop()
+
+
+def summarize(name: str, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Medians per mode, printed, and the ratio transactional / idempotent of records/s."""
+    median = {mode: {k: statistics.median(r[k] for r in rs) for k in rs[0] if isinstance(rs[0][k], float)}
+              for mode, rs in runs.items()}
+    ratio = median["transactional"]["records_per_s"] / median["idempotent"]["records_per_s"]
+    print(name)
+    for mode, row in median.items():
+        print(f"  {mode:14} {row['records_per_s']:>12,.0f} records/s {row['mb_per_s']:8.2f} MB/s "
+              f"CPU per 1000 records: broker {row['broker_cpu_ms_per_1000']:.2f} ms, "
+              f"clients {row['client_cpu_ms_per_1000']:.2f} ms; "
+              f"produce p99 {row['produce_p99_ms']:.2f} ms"
+              + (f", EndTxn p50 {row['end_txn_p50_ms']:.2f} ms p99 {row['end_txn_p99_ms']:.2f} ms"
+                 if "end_txn_p99_ms" in row else ""))
+    print(f"  transactional / idempotent throughput: {ratio:.3f} (goal >= {GOAL})")
+    return {"broker": name, "runs": runs, "median": median, "ratio": ratio}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--broker", default="kbroker", help="kbroker, kbroker-ref:<ref> or another spec")
+    ap.add_argument("--peer", default=None, metavar="SPEC",
+                    help="also run a peer broker (e.g. tansu), repeat by repeat with --broker")
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--records-per-transaction", type=int, default=1000)
@@ -87,40 +132,26 @@ def main() -> int:
                     help="start the broker in this session (see the module docstring)")
     ap.add_argument("--json", type=Path, default=RESULTS)
     args = ap.parse_args()
-    spec = resolve_spec(args.broker)
-    if spec.prepare:
-        spec.prepare()
-    runs: dict[str, list[dict[str, Any]]] = {"idempotent": [], "transactional": []}
+    specs = [resolve_spec(args.broker)] + ([resolve_spec(args.peer)] if args.peer else [])
+    runs: list[dict[str, list[dict[str, Any]]]] = [{"idempotent": [], "transactional": []} for _ in specs]
     try:
+        for spec in specs:
+            if spec.prepare:
+                spec.prepare()
         with tempfile.TemporaryDirectory(prefix="kbroker-bench-txn-") as tmp:
             for repeat in range(args.repeats):
-                broker = RunningBroker(spec, Path(tmp), partitions=args.partitions,
-                                       own_session=not args.same_session)
-                try:
-                    broker.wait_ready()
-                    order = ["idempotent", "transactional"]
-                    for mode in order if repeat % 2 == 0 else order[::-1]:
-                        runs[mode].append(perf(broker, args, mode, Path(tmp) / f"{mode}-{repeat}.json"))
-                finally:
-                    broker.stop()
+                for spec, spec_runs in zip(specs, runs, strict=True):
+                    one_repeat(spec, args, Path(tmp), repeat, spec_runs)
     finally:
-        if spec.cleanup:
-            spec.cleanup()
-    median = {mode: {k: statistics.median(r[k] for r in rs) for k in rs[0] if isinstance(rs[0][k], float)}
-              for mode, rs in runs.items()}
-    ratio = median["transactional"]["records_per_s"] / median["idempotent"]["records_per_s"]
-    for mode, row in median.items():
-        print(f"{mode:14} {row['records_per_s']:>12,.0f} records/s {row['mb_per_s']:8.2f} MB/s "
-              f"broker CPU {row['broker_cpu_ms_per_1000']:.2f} ms per 1000 records, "
-              f"produce p99 {row['produce_p99_ms']:.2f} ms"
-              + (f", EndTxn p50 {row['end_txn_p50_ms']:.2f} ms p99 {row['end_txn_p99_ms']:.2f} ms"
-                 if "end_txn_p99_ms" in row else ""))
-    print(f"transactional / idempotent throughput: {ratio:.3f} (goal >= {GOAL})")
+        for spec in specs:
+            if spec.cleanup:
+                spec.cleanup()
+    results = [summarize(spec.name, spec_runs) for spec, spec_runs in zip(specs, runs, strict=True)]
+    doc = {**results[0], "options": {k: v for k, v in vars(args).items() if k != "json"}, "goal": GOAL}
+    if len(results) > 1:
+        doc["peer"] = results[1]
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"broker": spec.name, "options": {k: v for k, v in vars(args).items()
-                                                                      if k != "json"},
-                                     "runs": runs, "median": median, "ratio": ratio, "goal": GOAL},
-                                    indent=2, default=str))
+    args.json.write_text(json.dumps(doc, indent=2, default=str))
     print(f"wrote {args.json}")
     return 0
 

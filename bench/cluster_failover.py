@@ -15,6 +15,15 @@ from the signal:
 
 The leader is a broker that is not the controller (an explicit replica assignment puts it
 first), so the figure is the common case: the controller itself survives.
+
+The producer is librdkafka's (confluent-kafka) or kafka-python's (`client`). They learn the
+new leader differently: librdkafka re-queries the leader of a partition whose broker is
+down once a second, and (2.10 and later) destroys the handle of a broker that leaves the
+Metadata; the controller's first Metadata with the new leader is also the first without
+the dead broker (Kafka's controller sends both in one UpdateMetadata), and the dead
+handle's teardown parks the partition on librdkafka's internal broker until the next
+query, a second later. kafka-python refreshes its metadata every retry.backoff.ms while a
+leader is unknown or down.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
 
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.cluster.local_cluster import Cluster
@@ -42,24 +52,33 @@ DEADLINE_S = 90.0
 
 @dataclass
 class PacedProducer:
-    """An idempotent acks=all producer at `rate` records/s to partition 0, in a thread.
-    `sent_at[i]` and `acked_at[i]` are time.monotonic() of record i's produce() call and
-    of its delivery report."""
+    """An idempotent acks=all producer at `rate` records/s to partition 0, in a thread:
+    librdkafka's (`client` "librdkafka") or kafka-python's ("kafka-python"). `sent_at[i]`
+    and `acked_at[i]` are time.monotonic() of record i's produce() call and of its
+    delivery report."""
 
     bootstrap: str
     topic: str
     rate: float
     record_size: int = 1024
     config: dict[str, Any] = field(default_factory=dict)
+    client: str = "librdkafka"
     sent_at: list[float] = field(default_factory=list)
     acked_at: dict[int, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                                   "acks": "all", "linger.ms": 1, "message.timeout.ms": 120000,
-                                   **self.config})
+        if self.client == "librdkafka":
+            self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                                       "acks": "all", "linger.ms": 1, "message.timeout.ms": 120000,
+                                       **self.config})
+        elif self.client == "kafka-python":
+            self._kp = KafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True,
+                                     acks="all", linger_ms=1, delivery_timeout_ms=120000,
+                                     request_timeout_ms=30000, **self.config)
+        else:
+            raise ValueError(f"unknown client {self.client!r}: librdkafka or kafka-python")
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _delivered(self, err: KafkaError | None, msg: Any) -> None:
@@ -76,14 +95,34 @@ class PacedProducer:
             due = int((time.monotonic() - start) * self.rate) + 1
             while len(self.sent_at) < due:
                 seq = len(self.sent_at)
-                try:
-                    self._producer.produce(self.topic, seq.to_bytes(8, "big") + padding, partition=0,
-                                           on_delivery=self._delivered)
-                except BufferError:
+                if not self._send(seq, seq.to_bytes(8, "big") + padding):
                     break
                 self.sent_at.append(time.monotonic())
-            self._producer.poll(0.001)
-        self._producer.flush(120)
+            if self.client == "librdkafka":
+                self._producer.poll(0.001)  # serves the delivery reports
+            else:
+                time.sleep(0.001)  # kafka-python's sender thread calls back by itself
+        if self.client == "librdkafka":
+            self._producer.flush(120)
+        else:
+            self._kp.flush(120)
+            self._kp.close(10)
+
+    def _send(self, seq: int, value: bytes) -> bool:
+        """Record `seq` handed to the client; False when its queue is full (try later)."""
+        if self.client == "librdkafka":
+            try:
+                self._producer.produce(self.topic, value, partition=0, on_delivery=self._delivered)
+            except BufferError:
+                return False
+            return True
+        future = self._kp.send(self.topic, value, partition=0)
+        future.add_callback(self._kafka_python_acked, seq)
+        future.add_errback(lambda e: self.errors.append(str(e)))
+        return True
+
+    def _kafka_python_acked(self, seq: int, _metadata: Any) -> None:
+        self.acked_at[seq] = time.monotonic()
 
     def start(self) -> PacedProducer:
         self._thread.start()
@@ -199,16 +238,17 @@ def create_led_topic(cluster: Cluster, leader: int) -> str:
 
 
 def probe(cluster: Cluster, kind: str, victim: int, rate: float, record_size: int,
-          settle_records: int, client_config: dict[str, Any] | None = None) -> dict[str, Any]:
+          settle_records: int, client_config: dict[str, Any] | None = None,
+          client: str = "librdkafka") -> dict[str, Any]:
     """Kill (`kind` "kill") or stop ("term") `victim`, the leader of a fresh topic, under
-    a running producer; then restart it and wait for the cluster to be whole again."""
+    a running `client` producer; then restart it and wait for the cluster to be whole again."""
     topic = create_led_topic(cluster, victim)
     _, epoch, _ = leader_and_isr(cluster, [victim], topic)
     watch = LeaderWatch(cluster, [b for b in running(cluster) if b != victim], topic)
     watch.moved(victim, epoch)  # connect now, not after the signal
     producer = PacedProducer(cluster.bootstrap_servers, topic, rate, record_size,
-                             dict(client_config or {})).start()
-    result: dict[str, Any] = {"kind": kind, "victim": victim, "topic": topic}
+                             dict(client_config or {}), client).start()
+    result: dict[str, Any] = {"kind": kind, "client": client, "victim": victim, "topic": topic}
     try:
         producer.wait_acked(settle_records)
         proc = cluster.brokers[victim].proc

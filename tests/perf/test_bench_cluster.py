@@ -38,26 +38,39 @@ def test_throughput_medians_and_ratios() -> None:
     assert ratios["2 processes / 1 broker records/s"] == pytest.approx(1.5)
 
 
-def test_failover_targets() -> None:
-    runs = [{"kind": "kill", "resumed_s": 6.5, "metadata_leader_s": 6.2},
-            {"kind": "kill", "resumed_s": 7.5, "metadata_leader_s": 6.3},
-            {"kind": "kill", "error": "TimeoutError"},
-            {"kind": "term", "metadata_leader_s": 0.2, "stall_s": 0.4, "exited_s": 0.3, "errors": 2}]
+def test_failover_targets_per_client() -> None:
+    runs = [{"kind": "kill", "client": "librdkafka", "resumed_s": 6.5, "metadata_leader_s": 6.2},
+            {"kind": "kill", "client": "librdkafka", "resumed_s": 7.5, "metadata_leader_s": 6.3},
+            {"kind": "kill", "client": "librdkafka", "error": "TimeoutError"},
+            {"kind": "kill", "client": "kafka-python", "resumed_s": 6.4, "metadata_leader_s": 6.1},
+            {"kind": "term", "client": "librdkafka", "metadata_leader_s": 0.2, "stall_s": 0.4,
+             "exited_s": 0.3, "errors": 2},
+            {"kind": "term", "client": "kafka-python", "metadata_leader_s": 1.2, "stall_s": 0.4}]
     summary = bench_cluster.failover_summary(runs, 6000)
-    assert summary["kill"]["resumed_s"] == {"median": 7.0, "max": 7.5, "values": [6.5, 7.5]}
-    assert (summary["kill"]["probes"], summary["kill"]["failed"]) == (2, 1)
-    assert summary["term"]["producer_errors"] == 2
+    rdkafka = summary["clients"]["librdkafka"]
+    assert rdkafka["kill"]["resumed_s"] == {"median": 7.0, "max": 7.5, "values": [6.5, 7.5]}
+    assert (rdkafka["kill"]["probes"], rdkafka["kill"]["failed"]) == (2, 1)
+    assert rdkafka["term"]["producer_errors"] == 2
     targets = summary["targets"]
-    assert targets["kill: resumed within session timeout + 1 s"] == {"value": 7.5, "limit": 7.0, "met": False}
-    assert targets["term: leader moved in under 1 s"]["met"]
+    assert targets["kill: resumed within session timeout + 1 s (librdkafka)"] == {
+        "value": 7.5, "limit": 7.0, "met": False}
+    assert targets["kill: resumed within session timeout + 1 s (kafka-python)"]["met"]
+    assert targets["term: leader moved in under 1 s"] == {"value": 1.2, "limit": 1.0, "met": False}
 
 
-def test_latency_ratio() -> None:
+def test_latency_ratio_per_linger() -> None:
+    """Each linger.ms has its own pair of cells and its own ratio; the producer's default
+    (5) keeps the plain cell names."""
+    cell = bench_cluster.latency_cell
     runs = [produce_run(bench_cluster.LATENCY_SINGLE, 0, 10000, 1.0, p99=4.0),
-            produce_run(bench_cluster.LATENCY_RF3, 0, 10000, 1.0, p99=6.0)]
-    summary = bench_cluster.latency_summary(runs)
-    assert summary["p99_ratio"] == pytest.approx(1.5)
-    assert summary["targets"]["p99 rf3 < 2 x single"]["met"]
+            produce_run(bench_cluster.LATENCY_RF3, 0, 10000, 1.0, p99=6.0),
+            produce_run(cell(bench_cluster.LATENCY_SINGLE, 0.0), 0, 10000, 1.0, p99=2.0),
+            produce_run(cell(bench_cluster.LATENCY_RF3, 0.0), 0, 10000, 1.0, p99=9.0)]
+    summary = bench_cluster.latency_summary(runs, [5.0, 0.0])
+    assert summary["p99_ratio_by_linger_ms"] == {"5": pytest.approx(1.5), "0": pytest.approx(4.5)}
+    targets = summary["targets"]
+    assert targets["p99 rf3 < 2 x single, linger.ms 5 (the producer's default)"]["met"]
+    assert not targets["p99 rf3 < 2 x single, linger.ms 0"]["met"]
 
 
 @pytest.mark.timeout(600)
@@ -76,10 +89,11 @@ def test_the_whole_bench_runs_with_tiny_sizes(tmp_path: Path) -> None:
         "cluster-3/rf3-acks-all", "cluster-3/rf1-acks-1", "single/rf1-acks-1", "cluster-2/rf1-acks-1"}
     assert all(r["records"] == 2000 and not r["incomplete"] for r in throughput["runs"])
     failover = doc["failover"]
-    assert [r["kind"] for r in failover["runs"]] == ["kill", "term"]
+    assert [(r["kind"], r["client"]) for r in failover["runs"]] == [
+        ("kill", "librdkafka"), ("kill", "kafka-python"), ("term", "librdkafka"), ("term", "kafka-python")]
     assert all("error" not in r and r["errors"] == 0 for r in failover["runs"]), failover["runs"]
     assert all(r["resumed_s"] >= 0 and r["metadata_leader_s"] >= 0 for r in failover["runs"])
     latency = doc["latency"]
-    assert len(latency["runs"]) == 3 and not any(r["incomplete"] for r in latency["runs"])
-    assert latency["summary"]["p99_ratio"] is not None
+    assert len(latency["runs"]) == 6 and not any(r["incomplete"] for r in latency["runs"])
+    assert all(v is not None for v in latency["summary"]["p99_ratio_by_linger_ms"].values())
     assert "targets" in done.stdout
