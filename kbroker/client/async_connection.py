@@ -71,8 +71,15 @@ class AsyncBrokerConnection:
         if sock is not None:
             import socket
 
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+            except OSError as e:
+                # The peer reset the connection as it was made (a broker stopping): the
+                # transport has closed the socket already (EBADF). A failed connect.
+                transport.close()
+                raise KafkaClientError(f"cannot connect to {host}:{port}: {e}",
+                                       ErrorCode.NETWORK_EXCEPTION) from e
         return cls(host, port, transport, protocol, client_id)
 
     @property

@@ -1,12 +1,15 @@
 """AsyncBrokerConnection (what brokers use to talk to each other) against `kbroker serve`:
 pipelined requests each get their own answer, a request that outlives its timeout fails
 with REQUEST_TIMED_OUT and closes the connection, a parked Fetch is answered as soon as
-a record arrives (well within its 10 s max wait), and a connection the broker drops
-fails every pending request."""
+a record arrives (well within its 10 s max wait), a connection the broker drops
+fails every pending request, and a connection reset as it is made is a failed connect."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+import threading
 import time
 
 import pytest
@@ -103,3 +106,43 @@ def test_a_dropped_connection_fails_its_pending_requests(broker_factory: type[Br
         assert conn.closed
 
     asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_a_connection_reset_as_it_is_made_is_a_failed_connect() -> None:
+    """A peer that accepts and resets at once (a broker going down): each open either
+    connects or fails with KafkaClientError, as a refused connect does; never with the
+    OSError of setting up a socket the transport had already closed (EBADF: it reached
+    the replica fetcher's catch-all and logged a traceback)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(128)
+    port = server.getsockname()[1]
+
+    def reset_every_connection() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return  # closed: the test is over
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    threading.Thread(target=reset_every_connection, daemon=True).start()
+
+    async def open_many() -> list[str]:
+        outcomes = []
+        for _ in range(3000):
+            try:
+                conn = await AsyncBrokerConnection.open("127.0.0.1", port, "reset-test", timeout_s=5)
+            except KafkaClientError:
+                outcomes.append("failed")
+            else:
+                conn.close()
+                outcomes.append("connected")
+        return outcomes
+
+    try:
+        outcomes = asyncio.run(asyncio.wait_for(open_many(), 60))
+    finally:
+        server.close()
+    assert len(outcomes) == 3000 and "failed" in outcomes
