@@ -370,8 +370,8 @@ def failover_summary(runs: list[dict[str, Any]], session_timeout_ms: int) -> dic
     """Per producer client and kind: medians and maxima of each figure; the targets per
     client (the leader's move is the brokers' alone: one target over every client's probes)."""
     out: dict[str, Any] = {"session_timeout_ms": session_timeout_ms, "clients": {}, "targets": {}}
-    for client in dict.fromkeys(r.get("client", "librdkafka") for r in runs):
-        mine = [r for r in runs if r.get("client", "librdkafka") == client]
+    for client in dict.fromkeys(r["client"] for r in runs):
+        mine = [r for r in runs if r["client"] == client]
         per: dict[str, Any] = {}
         for kind in ("kill", "term"):
             ok = [r for r in mine if r["kind"] == kind and "error" not in r]

@@ -50,6 +50,60 @@ POLL_S = 0.005
 DEADLINE_S = 90.0
 
 
+class _LibrdkafkaSender:
+    """PacedProducer's records through confluent-kafka; delivery reports are served by
+    poll() in the producing thread."""
+
+    def __init__(self, paced: PacedProducer) -> None:
+        self.paced = paced
+        self.producer = Producer({"bootstrap.servers": paced.bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 1, "message.timeout.ms": 120000,
+                                  **paced.config})
+
+    def send(self, seq: int, value: bytes) -> bool:
+        """Record `seq` handed to the client; False when its queue is full (try later)."""
+        try:
+            self.producer.produce(self.paced.topic, value, partition=0, on_delivery=self._delivered)
+        except BufferError:
+            return False
+        return True
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.paced.errors.append(str(err))
+        else:
+            self.paced.acked(int.from_bytes(msg.value()[:8], "big"))
+
+    def idle(self, seconds: float) -> None:
+        self.producer.poll(seconds)
+
+    def close(self) -> None:
+        self.producer.flush(120)
+
+
+class _KafkaPythonSender:
+    """PacedProducer's records through kafka-python; its sender thread calls back."""
+
+    def __init__(self, paced: PacedProducer) -> None:
+        self.paced = paced
+        self.producer = KafkaProducer(bootstrap_servers=paced.bootstrap, enable_idempotence=True,
+                                      acks="all", linger_ms=1, delivery_timeout_ms=120000,
+                                      request_timeout_ms=30000, **paced.config)
+
+    def send(self, seq: int, value: bytes) -> bool:
+        future = self.producer.send(self.paced.topic, value, partition=0)
+        future.add_callback(lambda _metadata: self.paced.acked(seq))
+        future.add_errback(lambda e: self.paced.errors.append(str(e)))
+        return True
+
+    def idle(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def close(self) -> None:
+        self.producer.flush(120)
+        self.producer.close(10)
+
+
 @dataclass
 class PacedProducer:
     """An idempotent acks=all producer at `rate` records/s to partition 0, in a thread:
@@ -69,24 +123,14 @@ class PacedProducer:
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
-        if self.client == "librdkafka":
-            self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                                       "acks": "all", "linger.ms": 1, "message.timeout.ms": 120000,
-                                       **self.config})
-        elif self.client == "kafka-python":
-            self._kp = KafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True,
-                                     acks="all", linger_ms=1, delivery_timeout_ms=120000,
-                                     request_timeout_ms=30000, **self.config)
-        else:
+        senders = {"librdkafka": _LibrdkafkaSender, "kafka-python": _KafkaPythonSender}
+        if self.client not in senders:
             raise ValueError(f"unknown client {self.client!r}: librdkafka or kafka-python")
+        self._sender = senders[self.client](self)
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
-        now = time.monotonic()
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked_at[int.from_bytes(msg.value()[:8], "big")] = now
+    def acked(self, seq: int) -> None:
+        self.acked_at[seq] = time.monotonic()
 
     def _run(self) -> None:
         padding = os.urandom(max(self.record_size - 8, 0))
@@ -95,34 +139,11 @@ class PacedProducer:
             due = int((time.monotonic() - start) * self.rate) + 1
             while len(self.sent_at) < due:
                 seq = len(self.sent_at)
-                if not self._send(seq, seq.to_bytes(8, "big") + padding):
+                if not self._sender.send(seq, seq.to_bytes(8, "big") + padding):
                     break
                 self.sent_at.append(time.monotonic())
-            if self.client == "librdkafka":
-                self._producer.poll(0.001)  # serves the delivery reports
-            else:
-                time.sleep(0.001)  # kafka-python's sender thread calls back by itself
-        if self.client == "librdkafka":
-            self._producer.flush(120)
-        else:
-            self._kp.flush(120)
-            self._kp.close(10)
-
-    def _send(self, seq: int, value: bytes) -> bool:
-        """Record `seq` handed to the client; False when its queue is full (try later)."""
-        if self.client == "librdkafka":
-            try:
-                self._producer.produce(self.topic, value, partition=0, on_delivery=self._delivered)
-            except BufferError:
-                return False
-            return True
-        future = self._kp.send(self.topic, value, partition=0)
-        future.add_callback(self._kafka_python_acked, seq)
-        future.add_errback(lambda e: self.errors.append(str(e)))
-        return True
-
-    def _kafka_python_acked(self, seq: int, _metadata: Any) -> None:
-        self.acked_at[seq] = time.monotonic()
+            self._sender.idle(0.001)
+        self._sender.close()
 
     def start(self) -> PacedProducer:
         self._thread.start()

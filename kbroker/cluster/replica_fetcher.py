@@ -214,7 +214,9 @@ class ReplicaFetcher:
             pending = []
             for s in self._ready(True):
                 if s.partition.local_log().latest_epoch < 0:
-                    self._truncate_to_high_watermark(s)
+                    # nothing to compare with the leader's: as an answer without an end
+                    # offset, cut at the high watermark, no request
+                    self._truncation_answer(s, ErrorCode.NONE, UNDEFINED, UNDEFINED)
                 else:
                     pending.append(s)
             if not pending:
@@ -238,15 +240,6 @@ class ReplicaFetcher:
                     state = self._current(asked, TopicPartition(t.topic, p.partition))
                     if state is not None and state.truncating:
                         self._truncation_answer(state, p.error_code, p.leader_epoch, p.end_offset)
-
-    def _truncate_to_high_watermark(self, state: FetchState) -> None:
-        """A log without leader epochs: cut at the high watermark, then fetch."""
-        plog = state.partition.local_log()
-        if plog.high_watermark < plog.log_end_offset:
-            log.info("%s: no leader epoch: truncating from %d to the high watermark %d",
-                     state.partition.topic_partition, plog.log_end_offset, plog.high_watermark)
-            plog.truncate_to(plog.high_watermark)
-        state.truncating = False
 
     def _current(self, asked: dict[TopicPartition, FetchState], tp: TopicPartition) -> FetchState | None:
         """The partition's state if it is still the one the request was made for: a
