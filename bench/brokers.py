@@ -170,7 +170,8 @@ class BrokerSpec:
     auto-create topics), run as
     `sh -c "exec <command>"` so the broker itself holds the PID we measure.
     `prepare` runs once before the first start (e.g. a git worktree build)
-    and `cleanup` once at the end.
+    and `cleanup` once at the end. `about`: what the broker is, for reports
+    that should say it beside the name (the null broker is a floor, not a peer).
     """
 
     name: str
@@ -181,6 +182,7 @@ class BrokerSpec:
     prepare: Callable[[], None] | None = None
     cleanup: Callable[[], None] | None = None
     unset_env: tuple[str, ...] = ()
+    about: str | None = None
 
 
 class RunningBroker:
@@ -293,6 +295,21 @@ def tansu_spec(name: str = "tansu") -> BrokerSpec:
     return BrokerSpec(name, command, unset_env=("OTEL_EXPORTER_OTLP_ENDPOINT",))
 
 
+NULL_BROKER = REPO_ROOT / "bench" / "floor" / "null_broker.py"
+
+
+def null_spec(name: str = "null") -> BrokerSpec:
+    """The null broker (floor/null_broker.py): answers every request at once with success
+    and stores nothing, so what a client reaches against it is the floor set by the client
+    itself (a broker that takes no time). For producers only: it keeps no records, so a
+    consumer reads none. Topics that CreateTopics did not size get the cell's
+    `{partitions}`; `{data_dir}` is not used."""
+    command = (f"{shlex.quote(sys.executable)} {shlex.quote(str(NULL_BROKER))} "
+               f"--port {{port}} --partitions {{partitions}}")
+    return BrokerSpec(name, command, cwd=str(REPO_ROOT),
+                      about="the floor: a broker that answers at once and stores nothing")
+
+
 def kbroker_spec(source_dir: Path = REPO_ROOT, name: str = "kbroker",
                  overrides: dict[str, str] | None = None) -> BrokerSpec:
     """kbroker from a source tree (PYTHONPATH, in-place build), on 127.0.0.1:{port}.
@@ -346,10 +363,12 @@ def kbroker_ref_spec(ref: str, repo: Path = REPO_ROOT) -> BrokerSpec:
 
 
 def resolve_spec(text: str) -> BrokerSpec:
-    """`tansu`, `kbroker`, `kbroker-with:K=V[,K=V]`, `kbroker-ref:<git ref>` or
+    """`tansu`, `null`, `kbroker`, `kbroker-with:K=V[,K=V]`, `kbroker-ref:<git ref>` or
     `cmd:<shell command>` -> a BrokerSpec."""
     if text == "tansu":
         return tansu_spec()
+    if text == "null":
+        return null_spec()
     if text == "kbroker":
         return kbroker_spec()
     if text.startswith("kbroker-with:"):
@@ -362,5 +381,5 @@ def resolve_spec(text: str) -> BrokerSpec:
     if text.startswith("cmd:"):
         command = text.split(":", 1)[1]
         return BrokerSpec(f"cmd:{command.split()[0]}" if command.split() else "cmd", command)
-    raise ValueError(f"unknown broker {text!r}: use tansu, kbroker, kbroker-with:K=V, kbroker-ref:<ref> "
-                     "or cmd:<...>")
+    raise ValueError(f"unknown broker {text!r}: use tansu, null, kbroker, kbroker-with:K=V, "
+                     "kbroker-ref:<ref> or cmd:<...>")
