@@ -53,33 +53,51 @@ from brokers import BrokerSpec, RunningBroker, resolve_spec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "transactions.json"
 GOAL = 0.85
+TXN_PRODUCERS = Path(__file__).resolve().parent / "txn_producers.py"
+CLIENTS = ("librdkafka", "kafka-python", "aiokafka")
 
 
 def perf(broker: RunningBroker, args: argparse.Namespace, mode: str, out: Path) -> dict[str, Any]:
     topic = f"bench-{mode}"
     cpu_before = broker.cpu_seconds()
     client_before = _children_cpu_s()
-    extra = (["--transactional", "--records-per-transaction", str(args.records_per_transaction)]
-             if mode == "transactional" else ["-X", "enable.idempotence=true"])
+    if args.client == "librdkafka":
+        extra = (["--transactional", "--records-per-transaction", str(args.records_per_transaction)]
+                 if mode == "transactional" else ["-X", "enable.idempotence=true"])
+        command = [sys.executable, "-m", "kbroker.perf", "produce", "--num-records", str(args.records),
+                   "--acks", "all", "--quiet", "--timeout", "600", *extra]
+    else:
+        command = [sys.executable, str(TXN_PRODUCERS), "--client", args.client, "--mode", mode,
+                   "--records", str(args.records), "--records-per-transaction", str(args.records_per_transaction)]
     done = subprocess.run(
-        [sys.executable, "-m", "kbroker.perf", "produce", "--bootstrap-server", broker.bootstrap,
-         "--topic", topic, "--partitions", str(args.partitions), "--num-records", str(args.records),
-         "--record-size", str(args.record_size), "--producers", str(args.producers), "--acks", "all",
-         "--linger-ms", str(args.linger_ms), "--quiet", "--timeout", "600", "--json", str(out), *extra],
+        [*command, "--bootstrap-server", broker.bootstrap, "--topic", topic, "--partitions", str(args.partitions),
+         "--record-size", str(args.record_size), "--producers", str(args.producers),
+         "--linger-ms", str(args.linger_ms), "--json", str(out)],
         capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        raise RuntimeError(f"perf produce ({mode}) failed:\n{done.stdout}\n{done.stderr}")
+        raise RuntimeError(f"{args.client} producers ({mode}) failed:\n{done.stdout}\n{done.stderr}")
     broker_cpu_s = broker.cpu_seconds() - cpu_before
     client_cpu_s = _children_cpu_s() - client_before
-    result = json.loads(out.read_text())["result"]
+    if args.client == "librdkafka":
+        perf_doc = json.loads(out.read_text())["result"]
+        result = {"records": perf_doc["records"], "errors": perf_doc["errors"],
+                  "records_per_s": perf_doc["records_per_s"], "mb_per_s": perf_doc["mb_per_s"],
+                  "produce_p99_ms": perf_doc["latency"]["percentiles_ms"]["p99"],
+                  "end_txn_latency": perf_doc["extra"].get("end_txn_latency")}
+        if result["end_txn_latency"]:
+            result["end_txn_latency"] = {**result["end_txn_latency"],
+                                         "transactions": perf_doc["extra"]["transactions"]}
+    else:
+        result = {"errors": 0, **json.loads(out.read_text())}
     row = {"records": result["records"], "errors": result["errors"],
            "broker_cpu_ms_per_1000": broker_cpu_s * 1e6 / max(result["records"], 1),
            "client_cpu_ms_per_1000": client_cpu_s * 1e6 / max(result["records"], 1),
-           "records_per_s": result["records_per_s"], "mb_per_s": result["mb_per_s"],
-           "produce_p99_ms": result["latency"]["percentiles_ms"]["p99"]}
-    end_txn = result["extra"].get("end_txn_latency")
+           "records_per_s": result["records_per_s"], "mb_per_s": result["mb_per_s"]}
+    if "produce_p99_ms" in result:
+        row["produce_p99_ms"] = result["produce_p99_ms"]
+    end_txn = result.get("end_txn_latency")
     if end_txn:
-        row.update(transactions=result["extra"]["transactions"], end_txn_avg_ms=end_txn["avg_ms"],
+        row.update(transactions=end_txn.get("transactions", 0), end_txn_avg_ms=end_txn["avg_ms"],
                    end_txn_p50_ms=end_txn["percentiles_ms"]["p50"],
                    end_txn_p99_ms=end_txn["percentiles_ms"]["p99"], end_txn_max_ms=end_txn["max_ms"])
     return row
@@ -115,7 +133,7 @@ def summarize(spec: BrokerSpec, runs: dict[str, list[dict[str, Any]]]) -> dict[s
         print(f"  {mode:14} {row['records_per_s']:>12,.0f} records/s {row['mb_per_s']:8.2f} MB/s "
               f"CPU per 1000 records: broker {row['broker_cpu_ms_per_1000']:.2f} ms, "
               f"clients {row['client_cpu_ms_per_1000']:.2f} ms; "
-              f"produce p99 {row['produce_p99_ms']:.2f} ms"
+              + (f"produce p99 {row['produce_p99_ms']:.2f} ms" if "produce_p99_ms" in row else "")
               + (f", EndTxn p50 {row['end_txn_p50_ms']:.2f} ms p99 {row['end_txn_p99_ms']:.2f} ms"
                  if "end_txn_p99_ms" in row else ""))
     print(f"  transactional / idempotent throughput: {ratio:.3f} "
@@ -145,6 +163,9 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--linger-ms", type=int, default=5, help="both producers' linger.ms")
+    ap.add_argument("--client", choices=CLIENTS, default="librdkafka",
+                    help="the producers' client: librdkafka (kbroker perf produce, the default) or a "
+                         "pure-Python one (bench/txn_producers.py)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--same-session", action="store_true",
                     help="start the broker in this session (see the module docstring)")
