@@ -39,7 +39,7 @@ DEBUG = os.environ.get("KBROKER_RDKAFKA_DEBUG", "")
 class Acknowledged:
     """Delivery reports of one partition, in the order they came."""
 
-    records: list[tuple[int, int]] = field(default_factory=list)  # (sequence, offset)
+    records: list[tuple[int, int | None]] = field(default_factory=list)  # (sequence, offset or None)
     times: list[float] = field(default_factory=list)  # monotonic time of each report
 
 
@@ -214,15 +214,34 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout: float = 
 def check_acknowledged(acked: Mapping[int, Acknowledged],
                        read: Mapping[int, list[tuple[int, bytes]]]) -> None:
     """Every acknowledged record is read at the offset its delivery report gave, and
-    acknowledged records follow each other in the order they were sent."""
+    acknowledged records follow each other in the order they were sent.
+
+    A report may carry no offset (None): librdkafka acknowledges a record it was about to
+    send again "implicitly" when a later batch of the partition succeeds
+    (rd_kafka_dr_implicit_ack: the broker took the later sequence, so it holds the earlier
+    one), without learning where it is. Such a record must be read after the acknowledged
+    record before it; its first copy there is where the order is checked."""
     for partition, acknowledged in acked.items():
         at_offset = dict(read[partition])
+        offsets_of: dict[bytes, list[int]] = {}
+        for offset, value in read[partition]:
+            offsets_of.setdefault(value, []).append(offset)
+        placed: list[tuple[int, int]] = []  # (sequence, offset), in report order
         for seq, offset in acknowledged.records:
-            value = at_offset.get(offset)
-            assert value == str(seq).encode(), (
-                f"partition {partition}: acknowledged sequence {seq} at offset {offset}, "
-                f"read {value!r} there")
-        in_log_order = [seq for seq, _offset in sorted(acknowledged.records, key=lambda r: r[1])]
+            expected = str(seq).encode()
+            if offset is None:
+                after = max((o for _s, o in placed if _s < seq), default=-1)
+                found = [o for o in offsets_of.get(expected, []) if o > after]
+                assert found, (f"partition {partition}: sequence {seq}, acknowledged without an "
+                               f"offset, is not in the log after offset {after}")
+                offset = found[0]
+            else:
+                value = at_offset.get(offset)
+                assert value == expected, (
+                    f"partition {partition}: acknowledged sequence {seq} at offset {offset}, "
+                    f"read {value!r} there")
+            placed.append((seq, offset))
+        in_log_order = [seq for seq, _offset in sorted(placed, key=lambda r: r[1])]
         assert in_log_order == sorted(in_log_order), (
             f"partition {partition}: acknowledged records are out of order in the log")
 
