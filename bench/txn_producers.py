@@ -47,16 +47,22 @@ def _transactions(records: int, per_transaction: int) -> list[int]:
     return [min(per_transaction, records - sent) for sent in range(0, records, per_transaction)]
 
 
+def _config(args: argparse.Namespace, index: int, batch_size_key: str) -> dict[str, Any]:
+    """The producer settings both clients take under the same names (batch.size is
+    `batch_size_key`: kafka-python's batch_size, aiokafka's max_batch_size)."""
+    config: dict[str, Any] = dict(bootstrap_servers=args.bootstrap_server, acks="all", enable_idempotence=True,
+                                  linger_ms=args.linger_ms, max_request_size=MAX_REQUEST_BYTES,
+                                  **{batch_size_key: BATCH_BYTES})
+    if args.mode == "transactional":
+        config["transactional_id"] = f"{args.topic}-{index}"
+    return config
+
+
 def _kafka_python(args: argparse.Namespace, index: int, records: int, ready: Any) -> dict[str, Any]:
     from kafka import KafkaProducer
 
     pool = build_pool(args.record_size, 1000, None)
-    config: dict[str, Any] = dict(bootstrap_servers=args.bootstrap_server, acks="all", enable_idempotence=True,
-                                  linger_ms=args.linger_ms, batch_size=BATCH_BYTES,
-                                  max_request_size=MAX_REQUEST_BYTES)
-    if args.mode == "transactional":
-        config["transactional_id"] = f"{args.topic}-{index}"
-    producer = KafkaProducer(**config)
+    producer = KafkaProducer(**_config(args, index, "batch_size"))
     if args.mode == "transactional":
         producer.init_transactions()
     else:
@@ -87,12 +93,7 @@ async def _aiokafka_run(args: argparse.Namespace, index: int, records: int, read
     from aiokafka import AIOKafkaProducer
 
     pool = build_pool(args.record_size, 1000, None)
-    config: dict[str, Any] = dict(bootstrap_servers=args.bootstrap_server, acks="all", enable_idempotence=True,
-                                  linger_ms=args.linger_ms, max_batch_size=BATCH_BYTES,
-                                  max_request_size=MAX_REQUEST_BYTES)
-    if args.mode == "transactional":
-        config["transactional_id"] = f"{args.topic}-{index}"
-    producer = AIOKafkaProducer(**config)
+    producer = AIOKafkaProducer(**_config(args, index, "max_batch_size"))
     await producer.start()  # a transactional producer also has its producer id now
     try:
         if args.mode != "transactional":

@@ -60,6 +60,7 @@ from kbroker.protocol.messages.init_producer_id import InitProducerIdResponse  #
 from kbroker.protocol.messages.list_offsets import ListOffsetsResponse  # noqa: E402
 from kbroker.protocol.messages.metadata import MetadataResponse  # noqa: E402
 from kbroker.protocol.messages.produce import ProduceResponse  # noqa: E402
+from kbroker.records.batch_header import BATCH_LAYOUT, HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD  # noqa: E402
 from kbroker.server.api_table import API_TABLE  # noqa: E402
 from kbroker.server.apis.api_versions import unsupported_version_response  # noqa: E402
 from kbroker.server.connection import (  # noqa: E402
@@ -76,22 +77,17 @@ MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes' default
 
 # A frame, in both directions: int32 size, then that many bytes (header and body).
 _SIZE = struct.Struct(">i")
-# A v2 record batch starts with this header (big-endian), its records after it:
-#   base_offset int64 @0 | batch_length int32 @8 (the bytes after this field) |
-#   partition_leader_epoch int32 @12 | magic int8 @16 | crc uint32 @17 |
-#   attributes int16 @21 | last_offset_delta int32 @23 | base_timestamp int64 @27 |
-#   max_timestamp int64 @35 | producer_id int64 @43 | producer_epoch int16 @51 |
-#   base_sequence int32 @53 | records_count int32 @57 | records @61
-_BATCH_LENGTH_AT, _RECORDS_COUNT_AT, _BATCH_HEADER = 8, 57, 61
+RECORD_COUNT_POS = BATCH_LAYOUT["RECORD_COUNT_POS"]
 
 
 def record_count(records: Any) -> int:
-    """The records in a Produce partition's record batches (the batches one after
-    another: each is 12 + batch_length bytes long)."""
+    """The records in a Produce partition's record batches, read from each v2 batch
+    header (kbroker's one layout, kbroker/_core/records.pxd: recordCount at
+    RECORD_COUNT_POS; the next batch LOG_OVERHEAD + batchLength bytes on)."""
     count = pos = 0
-    while pos + _BATCH_HEADER <= len(records):
-        count += _SIZE.unpack_from(records, pos + _RECORDS_COUNT_AT)[0]
-        pos += 12 + _SIZE.unpack_from(records, pos + _BATCH_LENGTH_AT)[0]
+    while pos + HEADER_SIZE <= len(records):
+        count += _SIZE.unpack_from(records, pos + RECORD_COUNT_POS)[0]
+        pos += LOG_OVERHEAD + _SIZE.unpack_from(records, pos + LENGTH_POS)[0]
     return count
 
 
