@@ -18,6 +18,7 @@ Lock: the broker's event-loop thread only.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,15 @@ from kbroker.metadata.topic_registry import TopicInfo, TopicRegistry
 from kbroker.storage.log_manager import LogManager
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata's leader of a partition being deleted
+# How long a Metadata answer still lists a broker after the controller dropped it from
+# the live brokers. Kafka's controller announces a dead broker's removal and its
+# partitions' new leaders in the same UpdateMetadata; librdkafka (2.10 and later) tears
+# down the handle of a broker that leaves the Metadata and parks that broker's partitions
+# until its next leader query, a second later, even when the same answer names their new
+# leader. Listed a little longer, the dead broker holds no partitions by the time it
+# leaves, and the client moves them at once. Other clients only skip a listed broker they
+# cannot reach; DescribeCluster and every decision inside the cluster use live brokers.
+DEPARTED_LISTED_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +77,7 @@ class ClusterView(Protocol):
     @property
     def version(self) -> int: ...
     def alive_brokers(self) -> list[BrokerNode]: ...
+    def listed_brokers(self) -> list[BrokerNode]: ...
     def broker(self, broker_id: int) -> BrokerNode | None: ...
     def partitions(self, info: TopicInfo) -> list[PartitionMetadata]: ...
     def partition(self, tp: TopicPartition) -> PartitionMetadata | None: ...
@@ -93,6 +104,9 @@ class LocalClusterView:
 
     def alive_brokers(self) -> list[BrokerNode]:
         return [BrokerNode(self.node_id, dict(self.endpoints), self.rack)]
+
+    def listed_brokers(self) -> list[BrokerNode]:
+        return self.alive_brokers()
 
     def broker(self, broker_id: int) -> BrokerNode | None:
         return self.alive_brokers()[0] if broker_id == self.node_id else None
@@ -128,6 +142,7 @@ class ZkMetadataCache:
         self.controller_epoch = -1
         self._version = 0
         self._brokers: dict[int, BrokerNode] = {}
+        self._departed: dict[int, tuple[BrokerNode, float]] = {}  # id -> (node, when it left)
         self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
         self._infos: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
@@ -148,6 +163,20 @@ class ZkMetadataCache:
 
     def broker(self, broker_id: int) -> BrokerNode | None:
         return self._brokers.get(broker_id)
+
+    def listed_brokers(self) -> list[BrokerNode]:
+        """The brokers a Metadata answer lists: the live ones, and for DEPARTED_LISTED_S
+        those that just left (see DEPARTED_LISTED_S)."""
+        if not self._departed:
+            return self.alive_brokers()
+        now = time.monotonic()
+        for broker_id, (_, left) in list(self._departed.items()):
+            if now - left > DEPARTED_LISTED_S:
+                del self._departed[broker_id]
+        listed = dict(self._brokers)
+        for broker_id, (node, _) in self._departed.items():
+            listed.setdefault(broker_id, node)
+        return [listed[b] for b in sorted(listed)]
 
     def partitions(self, info: TopicInfo) -> list[PartitionMetadata]:
         parts = self._partitions.get(info.name, {})
@@ -182,7 +211,14 @@ class ZkMetadataCache:
         self.ready = True
         self._controller_id = controller_id
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
-        self._brokers = {b.broker_id: b for b in brokers}
+        now = time.monotonic()
+        brokers_now = {b.broker_id: b for b in brokers}
+        for broker_id, node in self._brokers.items():
+            if broker_id not in brokers_now:
+                self._departed[broker_id] = (node, now)
+        for broker_id in brokers_now:
+            self._departed.pop(broker_id, None)
+        self._brokers = brokers_now
         deleted = []
         for name, topic_id, parts in topics:
             current = self._partitions.setdefault(name, {})

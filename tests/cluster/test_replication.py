@@ -18,11 +18,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from kbroker.client.connection import BrokerConnection
 from kbroker.cluster.local_cluster import Cluster
+from kbroker.cluster.metadata_cache import DEPARTED_LISTED_S
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.metadata import MetadataResponse
 from kbroker.protocol.messages.produce import ProduceRequest
 from tests.batches import values_batch
 
@@ -101,6 +104,35 @@ def test_sigkill_of_the_leader_loses_no_acknowledged_record(
     assert set(run.acked) <= set(values), f"lost {len(set(run.acked) - set(values))} records"
     assert len(values) == len(set(values)), "a record was written twice"
     assert values == sorted(values), "records out of order"
+
+
+def test_a_dead_leader_is_listed_until_clients_learned_its_successor(cluster: Cluster) -> None:
+    create_topic(cluster, "moved", partitions=1, rf=3)
+    leader = wait_for_leader(cluster, "moved").leader
+    cluster.kill(leader)
+
+    def first_answer_with_another_leader() -> MetadataResponse | None:
+        md = metadata(cluster, topics=["moved"])
+        if md is None or not md.topics or not md.topics[0].partitions:
+            return None
+        p = md.topics[0].partitions[0]
+        return md if p.leader_id not in (-1, leader) else None
+
+    md = wait_until(first_answer_with_another_leader, "another leader", interval=0.01)
+    assert isinstance(md, MetadataResponse)
+    moved = md.topics[0].partitions[0]
+    assert leader not in moved.isr_nodes, moved
+    # librdkafka drops a broker that leaves the Metadata and parks that broker's
+    # partitions until its next leader query, a second later, even when the same answer
+    # names their new leader: the dead broker stays listed for DEPARTED_LISTED_S.
+    assert leader in {b.node_id for b in md.brokers}, md.brokers
+    left = time.monotonic()
+    wait_until(lambda: (m := metadata(cluster)) is not None
+               and leader not in {b.node_id for b in m.brokers}, f"broker {leader} unlisted")
+    assert time.monotonic() - left <= DEPARTED_LISTED_S + 5
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    described = admin.describe_cluster(request_timeout=15).result(timeout=30)
+    assert leader not in {n.id for n in described.nodes}, "DescribeCluster lists live brokers only"
 
 
 def test_min_insync_replicas_refuses_acks_all_before_the_append(cluster: Cluster) -> None:

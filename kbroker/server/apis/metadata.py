@@ -70,7 +70,7 @@ def _answer(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     brokers = [
         MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=endpoint[0],
                                                 port=endpoint[1], rack=node.rack)
-        for node in broker.cluster.alive_brokers()
+        for node in broker.cluster.listed_brokers()
         if (endpoint := node.endpoints.get(ctx.listener_name)) is not None
     ]
     want_ops = version >= 8 and request.include_topic_authorized_operations
