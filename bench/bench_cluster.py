@@ -474,7 +474,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--failover-rate", type=float, default=1000.0, help="records/s of the failover producer")
     ap.add_argument("--failover-clients", type=lambda v: v.split(","), default=["librdkafka", "kafka-python"],
                     help="comma-separated producer clients of the failover probes: librdkafka "
-                         "(confluent-kafka), kafka-python (default both)")
+                         "(confluent-kafka), kafka-python, aiokafka (default: the first two)")
     ap.add_argument("--session-timeout-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
     ap.add_argument("--rate", type=float, default=10_000.0, help="records/s of the latency runs")
     ap.add_argument("--latency-records", type=int, default=50_000)

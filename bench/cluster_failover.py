@@ -13,23 +13,29 @@ from the signal:
     stall_s             the longest gap between two acknowledgements around the signal
     exited_s            (SIGTERM) until the broker process exited
 
+The signal comes once the producer has `settle_records` acknowledged, after a random
+0-1 s more (`phase_s`), so that it falls anywhere in the clients' periodic timers.
+
 The leader is a broker that is not the controller (an explicit replica assignment puts it
 first), so the figure is the common case: the controller itself survives.
 
-The producer is librdkafka's (confluent-kafka) or kafka-python's (`client`). They learn the
-new leader differently: librdkafka re-queries the leader of a partition whose broker is
-down once a second, and (2.10 and later) destroys the handle of a broker that leaves the
-Metadata; the controller's first Metadata with the new leader is also the first without
-the dead broker (Kafka's controller sends both in one UpdateMetadata), and the dead
-handle's teardown parks the partition on librdkafka's internal broker until the next
-query, a second later. kafka-python refreshes its metadata every retry.backoff.ms while a
-leader is unknown or down.
+The producer is librdkafka's (confluent-kafka), kafka-python's or aiokafka's (`client`).
+They learn the new leader differently: librdkafka re-queries the leader of a partition
+whose broker is down once a second (from the producer's start), and (2.10 and later)
+destroys the handle of a broker that leaves the Metadata, parking that broker's
+partitions until its next query, even when the same Metadata names their new leader;
+kbroker's Metadata lists a departed broker 3 s more for that reason
+(kbroker/cluster/metadata_cache.py). kafka-python asks for metadata when a connect to the
+dead leader fails, and those connects back off exponentially. aiokafka retries a send
+that cannot reach the leader every retry_backoff_ms (100 ms), asking for metadata each time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import os
+import random
 import signal
 import subprocess
 import threading
@@ -38,6 +44,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
@@ -104,12 +111,50 @@ class _KafkaPythonSender:
         self.producer.close(10)
 
 
+class _AiokafkaSender:
+    """PacedProducer's records through aiokafka, on an event loop of the producing thread:
+    it runs while the thread idles, and delivery callbacks come from it."""
+
+    def __init__(self, paced: PacedProducer) -> None:
+        self.paced = paced
+        self.loop = asyncio.new_event_loop()
+        self.producer: AIOKafkaProducer | None = None  # made on the loop, in the thread
+
+    def send(self, seq: int, value: bytes) -> bool:
+        self.loop.run_until_complete(self._send(seq, value))
+        return True
+
+    async def _send(self, seq: int, value: bytes) -> None:
+        if self.producer is None:
+            self.producer = AIOKafkaProducer(
+                bootstrap_servers=self.paced.bootstrap, enable_idempotence=True, acks="all",
+                linger_ms=1, request_timeout_ms=30000, **self.paced.config)
+            await self.producer.start()
+        delivery = await self.producer.send(self.paced.topic, value, partition=0)
+        delivery.add_done_callback(lambda f: self._delivered(seq, f))
+
+    def _delivered(self, seq: int, delivery: asyncio.Future[Any]) -> None:
+        if delivery.cancelled() or delivery.exception() is not None:
+            self.paced.errors.append(str(delivery.exception() if not delivery.cancelled() else "cancelled"))
+        else:
+            self.paced.acked(seq)
+
+    def idle(self, seconds: float) -> None:
+        self.loop.run_until_complete(asyncio.sleep(seconds))
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.loop.run_until_complete(self.producer.flush())
+            self.loop.run_until_complete(self.producer.stop())
+        self.loop.close()
+
+
 @dataclass
 class PacedProducer:
     """An idempotent acks=all producer at `rate` records/s to partition 0, in a thread:
-    librdkafka's (`client` "librdkafka") or kafka-python's ("kafka-python"). `sent_at[i]`
-    and `acked_at[i]` are time.monotonic() of record i's produce() call and of its
-    delivery report."""
+    librdkafka's (`client` "librdkafka"), kafka-python's ("kafka-python") or aiokafka's
+    ("aiokafka"). `sent_at[i]` and `acked_at[i]` are time.monotonic() of record i's
+    produce() call and of its delivery report."""
 
     bootstrap: str
     topic: str
@@ -123,9 +168,10 @@ class PacedProducer:
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
-        senders = {"librdkafka": _LibrdkafkaSender, "kafka-python": _KafkaPythonSender}
+        senders = {"librdkafka": _LibrdkafkaSender, "kafka-python": _KafkaPythonSender,
+                   "aiokafka": _AiokafkaSender}
         if self.client not in senders:
-            raise ValueError(f"unknown client {self.client!r}: librdkafka or kafka-python")
+            raise ValueError(f"unknown client {self.client!r}: one of {', '.join(senders)}")
         self._sender = senders[self.client](self)
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -272,6 +318,12 @@ def probe(cluster: Cluster, kind: str, victim: int, rate: float, record_size: in
     result: dict[str, Any] = {"kind": kind, "client": client, "victim": victim, "topic": topic}
     try:
         producer.wait_acked(settle_records)
+        # The signal falls at a random point of the clients' periodic timers (librdkafka's
+        # once-a-second leader query runs from the producer's start): without this, every
+        # probe sent it at the same phase, about a whole second after the start.
+        phase = random.uniform(0.0, 1.0)
+        time.sleep(phase)
+        result["phase_s"] = round(phase, 3)
         proc = cluster.brokers[victim].proc
         assert proc is not None
         exited: list[float] = []  # when the process exited, seen by a thread waiting for it
