@@ -96,13 +96,14 @@ def _status(admin: Any, args: argparse.Namespace) -> int:
     md = protocol_admin.metadata(args.bootstrap_server, None, args.timeout)
     partitions = sorted(((t.name or "", p) for t in md.topics for p in t.partitions),
                         key=lambda tp: (tp[0], tp[1].partition_index))
-    live = {b.node_id for b in md.brokers}
+    brokers = protocol_admin.live_brokers(args.bootstrap_server, args.timeout)
+    live = {b.broker_id for b in brokers}
     named = {r for _, p in partitions for r in p.replica_nodes}
     controller = md.controller_id if md.controller_id >= 0 else "none"
-    print(f"ClusterId: {md.cluster_id}\tController: {controller}\tBrokers: {len(md.brokers)}\t"
+    print(f"ClusterId: {md.cluster_id}\tController: {controller}\tBrokers: {len(brokers)}\t"
           f"Topics: {len(md.topics)}\tPartitions: {len(partitions)}")
-    for b in sorted(md.brokers, key=lambda b: b.node_id):
-        print(f"\tBroker: {b.node_id}\tHost: {b.host}:{b.port}\tRack: {b.rack or 'none'}")
+    for b in sorted(brokers, key=lambda b: b.broker_id):
+        print(f"\tBroker: {b.broker_id}\tHost: {b.host}:{b.port}\tRack: {b.rack or 'none'}")
     for missing in sorted(named - live):
         print(f"\tBroker: {missing}\tHost: none\tRack: none\t(not alive; holds replicas)")
     under = [(t, p) for t, p in partitions if len(p.isr_nodes) < len(p.replica_nodes)]

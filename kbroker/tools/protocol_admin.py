@@ -5,6 +5,9 @@ confluent-kafka's AdminClient, which falls short for them:
         Metadata (v5-12) as the broker answers it: brokers with their racks, the
         controller id, and per partition the leader, replicas, ISR and offline replicas
         (librdkafka drops the offline replicas).
+    live_brokers(bootstrap, timeout)
+        DescribeCluster's brokers: the live ones (a Metadata answer still lists a broker
+        for a few seconds after it left; kbroker/cluster/metadata_cache.py says why).
     controller_request(bootstrap, request, timeout)
         a request only the controller answers (AlterPartitionReassignments,
         ListPartitionReassignments: AdminClient has neither), sent to the controller that
@@ -22,6 +25,10 @@ from typing import Any
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
+from kbroker.protocol.messages.describe_cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 CLIENT_ID = "kbroker-tools"
@@ -61,6 +68,17 @@ def metadata(bootstrap: str, topics: list[str] | None, timeout: float) -> Metada
             allow_auto_topic_creation=False)
         response: MetadataResponse = conn.request(request, version)
         return response
+
+
+def live_brokers(bootstrap: str, timeout: float) -> list[DescribeClusterResponse.DescribeClusterBroker]:
+    with connect(bootstrap, timeout) as conn:
+        version = conn.version_for(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+        response: DescribeClusterResponse = conn.request(
+            DescribeClusterRequest(include_cluster_authorized_operations=False), version)
+    if response.error_code != ErrorCode.NONE:
+        raise KafkaClientError(f"DescribeCluster failed: {ErrorCode(response.error_code).name}",
+                               response.error_code)
+    return list(response.brokers)
 
 
 def controller_request(bootstrap: str, request: Any, timeout: float) -> Any:

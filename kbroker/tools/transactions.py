@@ -32,6 +32,10 @@ from typing import Any
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
+from kbroker.protocol.messages.describe_cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
 from kbroker.protocol.messages.describe_producers import DescribeProducersRequest
 from kbroker.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -109,6 +113,17 @@ class _Cluster:
         response: MetadataResponse = self.bootstrap.request(request, version)
         return response
 
+    def live_broker_ids(self) -> list[int]:
+        """DescribeCluster's brokers: a Metadata answer lists a departed broker for a few
+        seconds more (kbroker/cluster/metadata_cache.py)."""
+        version = self.bootstrap.version_for(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+        response: DescribeClusterResponse = self.bootstrap.request(
+            DescribeClusterRequest(include_cluster_authorized_operations=False), version)
+        if response.error_code:
+            raise KafkaClientError(f"DescribeCluster: {_error_name(response.error_code)}",
+                                   response.error_code)
+        return sorted(b.broker_id for b in response.brokers)
+
     def broker(self, broker_id: int) -> BrokerConnection:
         conn = self._connections.get(broker_id)
         if conn is None:
@@ -154,17 +169,17 @@ def _with_cluster(action: Any) -> Any:
 def _list(cluster: _Cluster, args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = [("TransactionalId", "Coordinator", "ProducerId", "TransactionState")]
     status = 0
-    for b in sorted(cluster.metadata([]).brokers, key=lambda b: b.node_id):
-        response = cluster.call(cluster.broker(b.node_id), ListTransactionsRequest(
+    for broker_id in cluster.live_broker_ids():
+        response = cluster.call(cluster.broker(broker_id), ListTransactionsRequest(
             state_filters=args.state, producer_id_filters=args.producer_id,
             duration_filter=args.duration_filter), 1)
         if response.error_code:
-            print(f"kbroker transactions: broker {b.node_id}: {_error_name(response.error_code)}", file=sys.stderr)
+            print(f"kbroker transactions: broker {broker_id}: {_error_name(response.error_code)}", file=sys.stderr)
             status = EXIT_BROKER_ERROR
             continue
         for unknown in response.unknown_state_filters:
             print(f"kbroker transactions: unknown state {unknown!r}", file=sys.stderr)
-        rows += [(t.transactional_id, str(b.node_id), str(t.producer_id), t.transaction_state)
+        rows += [(t.transactional_id, str(broker_id), str(t.producer_id), t.transaction_state)
                  for t in sorted(response.transaction_states, key=lambda t: t.transactional_id)]
     print_table(rows)
     return status

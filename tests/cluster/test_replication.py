@@ -29,6 +29,7 @@ from kbroker.protocol.messages.metadata import MetadataResponse
 from kbroker.protocol.messages.produce import ProduceRequest
 from tests.batches import values_batch
 
+from .cli_support import run_cli
 from .support import (
     ProducerRun,
     create_topic,
@@ -127,6 +128,9 @@ def test_a_dead_leader_is_listed_until_clients_learned_its_successor(cluster: Cl
     # names their new leader: the dead broker stays listed for DEPARTED_LISTED_S.
     assert leader in {b.node_id for b in md.brokers}, md.brokers
     left = time.monotonic()
+    status = run_cli("cluster", "status", bootstrap=cluster.bootstrap_servers)
+    assert f"\tBroker: {leader}\tHost: none\tRack: none\t(not alive; holds replicas)" in (
+        status.stdout.splitlines()), status.stdout + status.stderr  # DescribeCluster's brokers
     wait_until(lambda: (m := metadata(cluster)) is not None
                and leader not in {b.node_id for b in m.brokers}, f"broker {leader} unlisted")
     assert time.monotonic() - left <= DEPARTED_LISTED_S + 5
