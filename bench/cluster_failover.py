@@ -134,8 +134,10 @@ class _AiokafkaSender:
         delivery.add_done_callback(lambda f: self._delivered(seq, f))
 
     def _delivered(self, seq: int, delivery: asyncio.Future[Any]) -> None:
-        if delivery.cancelled() or delivery.exception() is not None:
-            self.paced.errors.append(str(delivery.exception() if not delivery.cancelled() else "cancelled"))
+        if delivery.cancelled():
+            self.paced.errors.append("cancelled")
+        elif (error := delivery.exception()) is not None:
+            self.paced.errors.append(str(error))
         else:
             self.paced.acked(seq)
 

@@ -5,7 +5,7 @@ confluent-kafka's AdminClient, which falls short for them:
         Metadata (v5-12) as the broker answers it: brokers with their racks, the
         controller id, and per partition the leader, replicas, ISR and offline replicas
         (librdkafka drops the offline replicas).
-    live_brokers(bootstrap, timeout)
+    live_brokers(bootstrap, timeout), live_brokers_on(connection)
         DescribeCluster's brokers: the live ones (a Metadata answer still lists a broker
         for a few seconds after it left; kbroker/cluster/metadata_cache.py says why).
     controller_request(bootstrap, request, timeout)
@@ -72,9 +72,14 @@ def metadata(bootstrap: str, topics: list[str] | None, timeout: float) -> Metada
 
 def live_brokers(bootstrap: str, timeout: float) -> list[DescribeClusterResponse.DescribeClusterBroker]:
     with connect(bootstrap, timeout) as conn:
-        version = conn.version_for(ApiKey.DESCRIBE_CLUSTER, 0, 1)
-        response: DescribeClusterResponse = conn.request(
-            DescribeClusterRequest(include_cluster_authorized_operations=False), version)
+        return live_brokers_on(conn)
+
+
+def live_brokers_on(conn: BrokerConnection) -> list[DescribeClusterResponse.DescribeClusterBroker]:
+    """live_brokers over a connection the caller holds."""
+    version = conn.version_for(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+    response: DescribeClusterResponse = conn.request(
+        DescribeClusterRequest(include_cluster_authorized_operations=False), version)
     if response.error_code != ErrorCode.NONE:
         raise KafkaClientError(f"DescribeCluster failed: {ErrorCode(response.error_code).name}",
                                response.error_code)

@@ -32,16 +32,13 @@ from typing import Any
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
-from kbroker.protocol.messages.describe_cluster import (
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-)
 from kbroker.protocol.messages.describe_producers import DescribeProducersRequest
 from kbroker.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersRequest
+from kbroker.tools import protocol_admin
 from kbroker.tools.common import (
     EXIT_BROKER_ERROR,
     EXIT_USAGE,
@@ -116,13 +113,7 @@ class _Cluster:
     def live_broker_ids(self) -> list[int]:
         """DescribeCluster's brokers: a Metadata answer lists a departed broker for a few
         seconds more (kbroker/cluster/metadata_cache.py)."""
-        version = self.bootstrap.version_for(ApiKey.DESCRIBE_CLUSTER, 0, 1)
-        response: DescribeClusterResponse = self.bootstrap.request(
-            DescribeClusterRequest(include_cluster_authorized_operations=False), version)
-        if response.error_code:
-            raise KafkaClientError(f"DescribeCluster: {_error_name(response.error_code)}",
-                                   response.error_code)
-        return sorted(b.broker_id for b in response.brokers)
+        return sorted(b.broker_id for b in protocol_admin.live_brokers_on(self.bootstrap))
 
     def broker(self, broker_id: int) -> BrokerConnection:
         conn = self._connections.get(broker_id)
