@@ -35,7 +35,12 @@ ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"  # its manifest's Class-Path nam
 SLF4J_BINDING = "/usr/share/java/slf4j-simple.jar"  # log to stderr, i.e. zookeeper.log
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 DEBIAN_PACKAGE = "zookeeper"
-TICK_TIME_MS = 500  # sessions may then be as short as 1 s (2 ticks) and as long as 60 s
+# ZooKeeper expires a session at the first tick after its timeout: with 100 ms ticks a dead
+# broker's znode goes within 0.1 s of zookeeper.session.timeout.ms (ZooKeeper's own default,
+# 2000, would let it live up to 2 s longer). Sessions may be 0.2 s (2 ticks) to 60 s long.
+TICK_TIME_MS = 100
+INIT_LIMIT_MS = 5000  # an ensemble follower's time to connect and sync with its leader
+SYNC_LIMIT_MS = 2500  # how far behind its leader a follower may fall
 
 
 class ZooKeeperError(RuntimeError):
@@ -170,7 +175,7 @@ class ZooKeeperServer:
         cfg = self.directory / "zoo.cfg"
         cfg.write_text(
             f"tickTime={TICK_TIME_MS}\n"
-            "initLimit=10\nsyncLimit=5\n"
+            f"initLimit={INIT_LIMIT_MS // TICK_TIME_MS}\nsyncLimit={SYNC_LIMIT_MS // TICK_TIME_MS}\n"
             f"dataDir={self.directory / 'data'}\n"
             f"clientPortAddress={self.host}\nclientPort={self.port}\n"
             "maxSessionTimeout=60000\n"

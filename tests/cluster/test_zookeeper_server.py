@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
+import struct
+import time
 
 from kazoo.client import KazooClient
 
-from kbroker.cluster.zookeeper_server import ZooKeeperServer, four_letter_word
+from kbroker.cluster.zookeeper_server import TICK_TIME_MS, ZooKeeperServer, four_letter_word
 
 
 def test_kazoo_reads_what_it_wrote(zookeeper: ZooKeeperServer) -> None:
@@ -41,3 +44,30 @@ def _is_zombie_free(pid: int) -> bool:
             return b"QuorumPeerMain" not in f.read()
     except OSError:
         return True
+
+
+def test_sessions_expire_on_a_tenth_of_a_second_tick(zookeeper: ZooKeeperServer) -> None:
+    """ZooKeeper expires a session at the first tick after its timeout, and grants no
+    session shorter than two ticks: a 300 ms session granted as asked shows a tick of at
+    most 150 ms (with ZooKeeper's usual 500-2000 ms it would be raised to 1-4 s).
+
+    ConnectRequest (ZooKeeper's jute encoding, big-endian, length-prefixed):
+    protocolVersion int32, lastZxidSeen int64, timeOut int32, sessionId int64, passwd
+    (int32 length + bytes); ConnectResponse: protocolVersion int32, timeOut int32,
+    sessionId int64, passwd."""
+    body = struct.pack(">iqiqi16s", 0, 0, 300, 0, 16, bytes(16))
+    answer = b""
+    for _attempt in range(50):  # a server that has just said imok may not take sessions yet
+        with socket.create_connection(("127.0.0.1", zookeeper.port or 0), timeout=10) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            answer = b""
+            while len(answer) < 4 + 4 + 4 + 8 and (chunk := sock.recv(64)):
+                answer += chunk
+        if len(answer) >= 20:
+            break
+        time.sleep(0.1)
+    assert len(answer) >= 20, "ZooKeeper answered no ConnectRequest"
+    _length, _version, granted, session_id = struct.unpack(">iiiq", answer[:20])
+    assert session_id != 0
+    assert granted == 300
+    assert TICK_TIME_MS * 2 <= 300
