@@ -18,6 +18,14 @@ timeout) records when ZooKeeper last answered, and `fenced` turns true once no a
 has come for FENCE_FRACTION of the timeout: before the server can expire the session,
 measured from the last moment it certainly heard from us.
 
+Requests wait for a connection before they reach kazoo (as Kafka's ZooKeeperClient waits
+for one before it sends), never queued in kazoo while it is disconnected: kazoo wakes its
+connection thread by writing a byte to a socketpair for each request, and that thread
+drains it only while connected. A few hundred requests queued during a long outage (the
+probe alone sends one every tenth of the session timeout) filled the socket's buffer, and
+the next write blocked the calling thread, the broker's event loop, until ZooKeeper came
+back: no client was served, and SIGTERM could not stop the broker.
+
 Events reaching the loop (callbacks set by the owner):
     on_fenced(fenced: bool)      the probe's verdict changed
     on_session_expired()         the session is gone (ephemeral znodes deleted)
@@ -74,6 +82,7 @@ class ZooKeeperClient:
         self._fenced = False
         self._session_lost = False
         self._closed = False
+        self._connected = asyncio.Event()  # kazoo is connected (set and cleared on the loop)
         self.on_fenced: Callable[[bool], None] | None = None
         self.on_session_expired: Callable[[], None] | None = None
         self.on_new_session: Callable[[], None] | None = None
@@ -100,6 +109,7 @@ class ZooKeeperClient:
             await self.loop.run_in_executor(None, kazoo.ensure_path, self.chroot)
             kazoo.chroot = self.chroot
         kazoo.add_listener(self._state_changed)
+        self._set_connected(kazoo.connected)
         self._last_answer = time.monotonic()
         self._probe_task = asyncio.ensure_future(self._probe())
 
@@ -159,12 +169,24 @@ class ZooKeeperClient:
         """On kazoo's thread: hand the change to the loop."""
         if self._closed:
             return
+        self.loop.call_soon_threadsafe(self._set_connected, state == KazooState.CONNECTED)
         if state == KazooState.LOST:
             self._session_lost = True
             self.loop.call_soon_threadsafe(self._session_expired)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             self.loop.call_soon_threadsafe(self._new_session)
+
+    def _set_connected(self, connected: bool) -> None:
+        if connected:
+            self._connected.set()
+        else:
+            self._connected.clear()
+
+    async def _until_connected(self) -> None:
+        """Wait, on the loop, until kazoo is connected (see the module docstring)."""
+        while not self._connected.is_set():
+            await self._connected.wait()
 
     def _session_expired(self) -> None:
         log.warning("ZooKeeper session expired")
@@ -197,17 +219,20 @@ class ZooKeeperClient:
     async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         """The znode's data and stat, or None when it does not exist."""
         try:
+            await self._until_connected()
             data, stat = await self._bridge(self.kazoo.get_async(path))
         except NoNodeError:
             return None
         return data, stat
 
     async def exists(self, path: str) -> ZnodeStat | None:
+        await self._until_connected()
         result: ZnodeStat | None = await self._bridge(self.kazoo.exists_async(path))
         return result
 
     async def get_children(self, path: str) -> list[str]:
         try:
+            await self._until_connected()
             children: list[str] = await self._bridge(self.kazoo.get_children_async(path))
         except NoNodeError:
             return []
@@ -216,6 +241,7 @@ class ZooKeeperClient:
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> tuple[str, ZnodeStat]:
         """Create the znode; (its path, its stat). NodeExistsError when it exists."""
+        await self._until_connected()
         result = await self._bridge(self.kazoo.create_async(
             path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath,
             include_data=True))
@@ -228,10 +254,12 @@ class ZooKeeperClient:
             pass
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        await self._until_connected()
         stat: ZnodeStat = await self._bridge(self.kazoo.set_async(path, data, version))
         return stat
 
     async def delete(self, path: str, version: int = -1) -> None:
+        await self._until_connected()
         await self._bridge(self.kazoo.delete_async(path, version))
 
     async def delete_recursive(self, path: str) -> None:
@@ -259,6 +287,7 @@ class ZooKeeperClient:
                 tx.delete(op[1], op[2])
             else:
                 raise ValueError(f"unknown op {kind}")
+        await self._until_connected()
         results: list[Any] = await self._bridge(tx.commit_async())
         for r in results:
             if isinstance(r, Exception) and not _is_rolled_back(r):

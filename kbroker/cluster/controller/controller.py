@@ -226,12 +226,18 @@ class KafkaController:
             log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         if delete_znode and was_active:
             try:
-                found = await self.zk.get(zk_data.CONTROLLER_PATH)
-                if found is not None and found[1].ephemeralOwner == self.zk.session_id:
-                    await self.zk.delete(zk_data.CONTROLLER_PATH, found[1].version)
-            except Exception:  # the session is gone: so is the znode
+                # at most zookeeper.connection.timeout.ms, as Kafka's ZooKeeperClient waits
+                # for a connection: a broker stopping while ZooKeeper is away must still stop
+                await asyncio.wait_for(self._delete_controller_znode(),
+                                       self.zk.connection_timeout_ms / 1000)
+            except Exception:  # the session is gone (so is the znode), or unreachable
                 pass
         self.ctx = ControllerContext(self.broker_id, self.config.listener)
+
+    async def _delete_controller_znode(self) -> None:
+        found = await self.zk.get(zk_data.CONTROLLER_PATH)
+        if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+            await self.zk.delete(zk_data.CONTROLLER_PATH, found[1].version)
 
     async def _on_failover(self) -> None:
         self._register_watches()
