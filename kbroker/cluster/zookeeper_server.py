@@ -20,6 +20,7 @@ Nothing else is ever signalled.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,7 +48,28 @@ class ZooKeeperError(RuntimeError):
     """ZooKeeper could not be found, installed or started; the message says why."""
 
 
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")  # "32768\t60999"
+LOWEST_PORT = 10000
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port free now for a server to bind, below the kernel's ephemeral range when it
+    leaves room: a port the kernel hands out (bind to 0) may be given next to an outgoing
+    connection's socket before the server binds it ("Address already in use"), and the
+    clients of a test make thousands of connections."""
+    try:
+        low = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low - LOWEST_PORT >= 1000:
+        for _attempt in range(100):
+            port = random.randrange(LOWEST_PORT, low)
+            with socket.socket() as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

@@ -5,12 +5,12 @@ broker."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import confluent_kafka
 
 from kbroker.cluster.local_cluster import Cluster
+from kbroker.cluster.zookeeper_server import free_port
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -18,12 +18,6 @@ from tests.integration.wire import WireClient
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_admin="admin-secret";')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SaslCluster(Cluster):

@@ -9,7 +9,14 @@ import time
 
 from kazoo.client import KazooClient
 
-from kbroker.cluster.zookeeper_server import TICK_TIME_MS, ZooKeeperServer, four_letter_word
+from kbroker.cluster.zookeeper_server import (
+    EPHEMERAL_PORTS,
+    LOWEST_PORT,
+    TICK_TIME_MS,
+    ZooKeeperServer,
+    four_letter_word,
+    free_port,
+)
 
 
 def test_kazoo_reads_what_it_wrote(zookeeper: ZooKeeperServer) -> None:
@@ -71,3 +78,15 @@ def test_sessions_expire_on_a_tenth_of_a_second_tick(zookeeper: ZooKeeperServer)
     assert session_id != 0
     assert granted == 300
     assert TICK_TIME_MS * 2 <= 300
+
+
+def test_free_ports_are_below_the_ephemeral_range() -> None:
+    """A port the kernel hands out by bind(0) may go to an outgoing connection before the
+    server binds it; ports picked below the ephemeral range cannot (a broker of a test once
+    failed to start with "Address already in use" on such a port)."""
+    low = int(EPHEMERAL_PORTS.read_text().split()[0])
+    for _ in range(20):
+        port = free_port()
+        assert LOWEST_PORT <= port < low
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))

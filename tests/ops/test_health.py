@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kbroker import Broker
+from kbroker.cluster.zookeeper_server import free_port
 from kbroker.server.listener import SocketServer
 from kbroker.storage.log_manager import LogManager
 
@@ -97,18 +98,10 @@ def _serve(log_dir: Path, ops_port: int, stderr: Any) -> subprocess.Popen[bytes]
         stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, start_new_session=True)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_ready_after_recovery_from_a_crash(tmp_path: Path) -> None:
     """kbroker serve, SIGKILLed after writes, starts again: ready once recovered, and the
     recovery shows in /metrics."""
-    log_dir, port = tmp_path / "logs", _free_port()
+    log_dir, port = tmp_path / "logs", free_port()
     url = f"http://127.0.0.1:{port}"
     with open(tmp_path / "broker.log", "ab") as out:
         proc = _serve(log_dir, port, out)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from kbroker.broker import Broker
+from kbroker.cluster.zookeeper_server import free_port
 from tests.spark.conftest import ROOT, spark_env
 from tests.spark.test_spark_source import produce
 
@@ -37,12 +37,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(90
 
 BIN = Path(sys.executable).parent
 JOB = Path(__file__).with_name("cluster_job.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
