@@ -63,6 +63,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import brokers  # noqa: E402
 from bench_request_log import PipelinedClient, frame, requests_phase  # noqa: E402
 
+from kbroker.cluster.broker_topic_stats import BrokerTopicStats  # noqa: E402
 from kbroker.common.error_code import ErrorCode  # noqa: E402
 from kbroker.ops.listener import MIN_SCRAPE_INTERVAL_S  # noqa: E402
 from kbroker.perf.cli import run_mode  # noqa: E402
@@ -70,7 +71,6 @@ from kbroker.perf.options import PerfOptions  # noqa: E402
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest  # noqa: E402
 from kbroker.protocol.messages.metadata import MetadataRequest  # noqa: E402
 from kbroker.protocol.messages.produce import ProduceResponse  # noqa: E402
-from kbroker.server.broker_topic_stats import BrokerTopicStats  # noqa: E402
 from kbroker.server.request_logger import RequestLog  # noqa: E402
 from kbroker.server.request_metrics import RequestMetrics  # noqa: E402
 

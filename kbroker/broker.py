@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kbroker.cluster.broker_topic_stats import BrokerTopicStats
 from kbroker.cluster.controller.replica_assignment import assign_replicas
 from kbroker.cluster.fetch_session import FetchSessionCache
 from kbroker.cluster.metadata_cache import (
@@ -72,8 +73,6 @@ from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_string, quota_values
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from kbroker.server.append_notifier import AppendNotifier
-from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
 from kbroker.storage.log_cleaner import CleanerConfig
@@ -156,7 +155,6 @@ class BrokerState:
         )
         # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
         self.metadata_topic_cache: dict[tuple[str, int, bool], Any] = {}
-        self.append_notifier = AppendNotifier()
         self.fetch_sessions = FetchSessionCache()  # followers' incremental fetch sessions
         self.topic_stats = BrokerTopicStats()  # Kafka's BrokerTopicMetrics, per topic
         # listener name -> (advertised host, port); filled in when the server binds
@@ -176,7 +174,7 @@ class BrokerState:
         self.replica_manager = ReplicaManager(
             config.node_id, self.log_manager, self.topics, time.milliseconds,
             clustered=self.clustered, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-            on_change=self.append_notifier.notify)
+            topic_stats=self.topic_stats)
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic)
@@ -476,7 +474,7 @@ class BrokerState:
         for partition in self.replica_manager.leader_partitions():
             # a follower that left the live brokers is no longer waited for
             if partition.maybe_increment_high_watermark():
-                self.append_notifier.notify(partition.topic_partition)
+                self.replica_manager.check_and_complete_fetch(partition.topic_partition)
         if self._strays_checked or self.zk_broker is None:
             return
         self._strays_checked = True
@@ -857,7 +855,7 @@ class Broker:
         server.stop_accepting()
         for task in self._periodic:
             task.cancel()
-        state.append_notifier.notify_all()
+        state.replica_manager.delayed_fetch_purgatory.check_and_complete_all()
         state.group_coordinator.shutdown()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR
         state.txn_coordinator.shutdown()  # markers in flight: completed after the restart
         await server.drain(SHUTDOWN_GRACE_SECONDS)

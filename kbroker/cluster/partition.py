@@ -20,9 +20,12 @@ Rules, as Kafka's:
     not caught up for replica.lag.time.max.ms. Both go through the controller; until
     it answers the change is pending and no other is proposed.
   * acks=all: NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than
-    min.insync.replicas; afterwards the answer waits until the high watermark passes
-    the batch, then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it
-    meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved first.
+    min.insync.replicas (the topic's, `min_insync_replicas`); afterwards the answer waits
+    until the high watermark passes the batch, then NOT_ENOUGH_REPLICAS_AFTER_APPEND if the
+    ISR shrank below it meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved first
+    (`check_enough_replicas_reach_offset`). The waits themselves are the ReplicaManager's
+    (its purgatories); the Partition tells them when its data, high watermark or
+    leadership moved (DelayedOperations).
 
 Lock: the broker's event-loop thread only. Invariants: leader_epoch never decreases;
 log_start_offset <= high_watermark <= log_end_offset (the Log's).
@@ -34,6 +37,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -94,18 +98,14 @@ class FollowerState:
 AlterIsr = Callable[["Partition", tuple[int, ...]], "asyncio.Future[PartitionState]"]
 
 
-class _Waiter:
-    """An acks=all wait: `callback(code)` once the high watermark reaches
-    `required_offset`, leadership moves, or `deadline` (the loop's time) passes."""
+class DelayedOperations(Protocol):
+    """What a Partition tells the purgatories of its ReplicaManager (Kafka's
+    DelayedOperations): new data or a moved high watermark may complete parked Fetches; a
+    moved high watermark or a change of leadership may complete acks=all Produces."""
 
-    __slots__ = ("required_offset", "min_insync_replicas", "callback", "deadline")
+    def check_and_complete_fetch(self, tp: TopicPartition) -> None: ...
 
-    def __init__(self, required_offset: int, min_insync_replicas: int,
-                 callback: Callable[[int], None], deadline: float) -> None:
-        self.required_offset = required_offset
-        self.min_insync_replicas = min_insync_replicas
-        self.callback: Callable[[int], None] | None = callback
-        self.deadline = deadline
+    def check_and_complete_produce(self, tp: TopicPartition) -> None: ...
 
 
 class Partition:
@@ -114,7 +114,7 @@ class Partition:
     def __init__(self, tp: TopicPartition, local_id: int, log: Log | None,
                  now_ms: Callable[[], int], *, replica_lag_time_max_ms: int = 30000,
                  alter_isr: AlterIsr | None = None,
-                 on_change: Callable[[TopicPartition], None] | None = None,
+                 delayed_operations: DelayedOperations | None = None,
                  is_alive: Callable[[int], bool] | None = None,
                  on_isr_change: Callable[[int, int], None] | None = None) -> None:
         self.topic_partition = tp
@@ -123,7 +123,7 @@ class Partition:
         self._now_ms = now_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._alter_isr = alter_isr
-        self._on_change = on_change  # data or high watermark moved: wake parked Fetches
+        self._delayed = delayed_operations  # the ReplicaManager's purgatories
         self._is_alive = is_alive  # is a broker registered (cluster mode)
         self._on_isr_change = on_isr_change  # (old size, new size): IsrShrinks/IsrExpands
         self.state = PartitionState(NO_LEADER, -1, (), ())
@@ -131,10 +131,6 @@ class Partition:
         self.pending_isr: tuple[int, ...] | None = None
         self.leader_epoch_start_offset = -1
         self.fenced = False  # the broker lost ZooKeeper: no writes as leader
-        self._waiters: list[_Waiter] = []
-        # one timer for the waiters' earliest deadline, not one per waiter (most are
-        # answered within milliseconds; the timer then finds none due)
-        self._waiter_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         s = self.state
@@ -215,7 +211,7 @@ class Partition:
         self.leader_epoch_start_offset = -1
         if self.log is not None:
             self.log.auto_high_watermark = False
-        self.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.try_complete_delayed_produces()
 
     def make_local_leader(self) -> None:
         """A single broker: leader of its only replica, epoch 0, forever. The high
@@ -223,108 +219,55 @@ class Partition:
         self.state = PartitionState(self.local_id, 0, (self.local_id,), (self.local_id,))
 
     # -- leader: appends and acks=all ----------------------------------------------------
+    @property
+    def min_insync_replicas(self) -> int:
+        """The topic's min.insync.replicas (its log's config)."""
+        return self.local_log().config.min_insync_replicas
+
     def append_records_to_leader(self, records: bytes | bytearray | memoryview, acks: int,
-                                 min_insync_replicas: int,
+                                 min_insync_replicas: int | None = None,
                                  origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Append as leader (Kafka's Partition.appendRecordsToLeader). acks=all with an ISR
+        smaller than `min_insync_replicas` (default: the topic's) stores nothing:
+        NOT_ENOUGH_REPLICAS."""
         plog = self.check_leader()
         isr = len(self.state.isr)
-        if acks == -1 and isr < min_insync_replicas:
-            raise KafkaError(
-                f"the in-sync replicas of {self.topic_partition} ({isr}) are fewer than "
-                f"min.insync.replicas ({min_insync_replicas})", ErrorCode.NOT_ENOUGH_REPLICAS)
+        if acks == -1:
+            min_isr = plog.config.min_insync_replicas if min_insync_replicas is None else min_insync_replicas
+            if isr < min_isr:
+                raise KafkaError(
+                    f"the in-sync replicas of {self.topic_partition} ({isr}) are fewer than "
+                    f"min.insync.replicas ({min_isr})", ErrorCode.NOT_ENOUGH_REPLICAS)
         info = plog.append_as_leader(records, leader_epoch=self.state.leader_epoch, origin=origin)
         if not plog.auto_high_watermark:
             self.maybe_increment_high_watermark()
-        if self._on_change is not None:
-            self._on_change(self.topic_partition)
+        self.try_complete_delayed_fetches()
         return info
 
-    def wait_for_high_watermark(self, required_offset: int, min_insync_replicas: int,
-                                timeout_s: float) -> asyncio.Future[int] | int:
-        """acks=all: the error code once the high watermark reaches `required_offset`
-        (NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER or, after
-        `timeout_s`, REQUEST_TIMED_OUT). An int when it is known at once."""
-        code = self._code_now(required_offset, min_insync_replicas)
-        if code is not None:
-            return code
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        waiter = self._add_waiter(required_offset, min_insync_replicas, timeout_s,
-                                  lambda c: _resolve(fut, c))
-        fut.add_done_callback(lambda _f: self._drop(waiter))  # cancelled: forgotten too
-        return fut
-
-    def on_high_watermark(self, required_offset: int, min_insync_replicas: int, timeout_s: float,
-                          callback: Callable[[int], None]) -> int | None:
-        """wait_for_high_watermark with a callback: the code when it is known at once (the
-        callback is not called), else None and `callback(code)` later, once: inside the
-        request that moved the high watermark (no task in between), or from the timer."""
-        code = self._code_now(required_offset, min_insync_replicas)
-        if code is None:
-            self._add_waiter(required_offset, min_insync_replicas, timeout_s, callback)
-        return code
-
-    def _code_now(self, required_offset: int, min_insync_replicas: int) -> int | None:
+    def check_enough_replicas_reach_offset(self, required_offset: int, min_insync_replicas: int) -> int | None:
+        """acks=all (Kafka's checkEnoughReplicasReachOffset): None while the high watermark
+        is below `required_offset`; then NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
+        ISR is smaller than `min_insync_replicas`; NOT_LEADER_OR_FOLLOWER once this broker
+        no longer leads (or is fenced)."""
         plog = self.log
-        if plog is not None and plog.high_watermark >= required_offset:
-            return self._after_append_code(min_insync_replicas)
-        return None
-
-    def _add_waiter(self, required_offset: int, min_insync_replicas: int, timeout_s: float,
-                    callback: Callable[[int], None]) -> _Waiter:
-        loop = asyncio.get_running_loop()
-        waiter = _Waiter(required_offset, min_insync_replicas, callback, loop.time() + timeout_s)
-        self._waiters.append(waiter)
-        timer = self._waiter_timer
-        if timer is None or waiter.deadline < timer.when():
-            if timer is not None:
-                timer.cancel()
-            self._waiter_timer = loop.call_at(waiter.deadline, self._expire_waiters)
-        return waiter
-
-    def _expire_waiters(self) -> None:
-        """The waiters' timer: REQUEST_TIMED_OUT to those past their deadline (the loop
-        may run a timer up to its clock resolution early: 1 ms of slack), then the timer
-        for the next deadline."""
-        self._waiter_timer = None
-        loop = asyncio.get_running_loop()
-        now = loop.time() + 0.001
-        for w in [w for w in self._waiters if w.deadline <= now]:
-            self._resolve_waiter(w, ErrorCode.REQUEST_TIMED_OUT)
-        if self._waiters and self._waiter_timer is None:
-            self._waiter_timer = loop.call_at(min(w.deadline for w in self._waiters),
-                                              self._expire_waiters)
-
-    def _resolve_waiter(self, waiter: _Waiter, code: int) -> None:
-        callback = waiter.callback
-        if callback is None:
-            return
-        self._drop(waiter)
-        try:
-            callback(code)
-        except Exception:  # as the loop does for a callback: the other waiters still wake
-            log.exception("%s: answering an acks=all wait failed", self.topic_partition)
-
-    def _drop(self, waiter: _Waiter) -> None:
-        waiter.callback = None
-        try:
-            self._waiters.remove(waiter)
-        except ValueError:
-            pass
-
-    def _after_append_code(self, min_insync_replicas: int) -> int:
+        if plog is None or not self.is_leader or self.fenced:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if plog.high_watermark < required_offset:
+            return None
         if len(self.state.isr) < min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
 
-    def _complete_waiters(self, high_watermark: int) -> None:
-        if not self._waiters:
-            return
-        for w in [w for w in self._waiters if w.required_offset <= high_watermark]:
-            self._resolve_waiter(w, self._after_append_code(w.min_insync_replicas))
+    def try_complete_delayed_produces(self) -> None:
+        """The high watermark moved, or this broker stopped leading (or was fenced, or the
+        partition went): acks=all waits on it may answer."""
+        if self._delayed is not None:
+            self._delayed.check_and_complete_produce(self.topic_partition)
 
-    def fail_waiters(self, code: int) -> None:
-        for w in list(self._waiters):
-            self._resolve_waiter(w, code)
+    def try_complete_delayed_fetches(self) -> None:
+        """New data or a moved high watermark: parked Fetches on it read again."""
+        if self._delayed is not None:
+            self._delayed.check_and_complete_fetch(self.topic_partition)
 
     # -- leader: followers -----------------------------------------------------------------
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
@@ -338,8 +281,8 @@ class Partition:
         if not moved and replica_id in self.state.isr:
             return  # an ISR member that holds what it held: neither the ISR nor the HW moves
         self.maybe_expand_isr(follower)
-        if self.maybe_increment_high_watermark() and self._on_change is not None:
-            self._on_change(self.topic_partition)
+        if self.maybe_increment_high_watermark():
+            self.try_complete_delayed_fetches()
 
     def maybe_increment_high_watermark(self) -> bool:
         plog = self.log
@@ -356,7 +299,7 @@ class Partition:
                         and (self._is_alive is None or self._is_alive(f.broker_id)))):
                 new_hw = max(f.log_end_offset, 0) if f.log_end_offset >= 0 else plog.high_watermark
         if plog.maybe_increment_high_watermark(new_hw):
-            self._complete_waiters(plog.high_watermark)
+            self.try_complete_delayed_produces()
             return True
         return False
 
@@ -408,8 +351,8 @@ class Partition:
         if self._on_isr_change is not None:
             self._on_isr_change(len(self.state.isr), len(state.isr))
         self.state = state
-        if self.maybe_increment_high_watermark() and self._on_change is not None:
-            self._on_change(self.topic_partition)
+        if self.maybe_increment_high_watermark():
+            self.try_complete_delayed_fetches()
 
     # -- follower ----------------------------------------------------------------------------
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
@@ -419,7 +362,3 @@ class Partition:
             if new_hw > plog.high_watermark:
                 plog.update_high_watermark(new_hw)
 
-
-def _resolve(fut: asyncio.Future[int], code: int) -> None:
-    if not fut.done():
-        fut.set_result(code)

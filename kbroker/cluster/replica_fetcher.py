@@ -356,8 +356,7 @@ class ReplicaFetcher:
                     state.truncating = True
                     self._delay(state)
                     return
-                if partition._on_change is not None:
-                    partition._on_change(tp)
+                partition.try_complete_delayed_fetches()
             partition.update_follower_high_watermark(pd.high_watermark)
             if pd.log_start_offset > plog.log_start_offset:
                 try:

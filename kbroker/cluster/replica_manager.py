@@ -1,6 +1,17 @@
-"""ReplicaManager: the partitions this broker holds a replica of, and who leads them
-(Kafka's ReplicaManager). Request handlers reach partition data only through it, so
-they never need to know whether they run on a single broker or in a cluster.
+"""ReplicaManager: the partitions this broker holds a replica of, who leads them, and
+the requests waiting on them (Kafka's ReplicaManager). Request handlers reach partition
+data only through it, so they never need to know whether they run on a single broker or
+in a cluster.
+
+Appends: `append_records` is the one way records reach a leader's log (Produce, the
+transaction coordinator's markers; the coordinators' internal topics append with
+`append_to_leader` and wait with `wait_for_replication`): each partition is appended in
+order (Kafka's appendToLocalLog), its fsync awaited when the append reached
+flush.messages, and acks=all waits in the produce purgatory (DelayedProduce) until the
+high watermark passes the batch or `timeout_ms` passes. Parked Fetches wait in the fetch
+purgatory (DelayedFetch, server/apis/fetch.py); a Partition tells both purgatories when
+its data, high watermark or leadership moves (`check_and_complete_fetch` / `_produce`).
+Both purgatories run on the injected Timer.
 
 Single broker: a Partition is made on first use for every partition of the topic
 registry, led here alone at leader epoch 0; its high watermark is its log end offset.
@@ -23,10 +34,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kbroker.cluster.broker_topic_stats import BrokerTopicStats
+from kbroker.cluster.delayed_produce import (
+    DelayedProduce,
+    PartitionAppendResult,
+    ProducePartitionStatus,
+)
 from kbroker.cluster.partition import NotLeaderError, Partition, PartitionState
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -36,6 +54,10 @@ from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
+from kbroker.storage.producer_state import AppendOrigin
+from kbroker.storage.values import LogAppendInfo
+from kbroker.utils.purgatory import DelayedOperationPurgatory
+from kbroker.utils.timer import LoopTimer, Timer
 
 if TYPE_CHECKING:
     from kbroker.cluster.metadata_cache import TopicCatalog
@@ -45,6 +67,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LeadershipListener = Callable[[list[Partition], list[Partition]], None]
+# What append_records answers: one result per entry, in the entries' order.
+AppendCallback = Callable[[list[PartitionAppendResult]], None]
+Records = bytes | bytearray | memoryview
+# Batches refused for their size count in BytesRejectedPerSec, as Kafka counts them.
+_REJECTED_FOR_SIZE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
 
 
 @dataclass(slots=True)
@@ -67,15 +94,18 @@ class ReplicaManager:
 
     def __init__(self, node_id: int, log_manager: LogManager, topics: TopicCatalog,
                  now_ms: Callable[[], int], *, clustered: bool = False,
-                 replica_lag_time_max_ms: int = 30000,
-                 on_change: Callable[[TopicPartition], None] | None = None) -> None:
+                 replica_lag_time_max_ms: int = 30000, timer: Timer | None = None,
+                 topic_stats: BrokerTopicStats | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.topics = topics
         self.now_ms = now_ms
         self.clustered = clustered
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.on_change = on_change
+        self.timer: Timer = timer if timer is not None else LoopTimer()
+        self.topic_stats = topic_stats if topic_stats is not None else BrokerTopicStats()
+        self.delayed_produce_purgatory = DelayedOperationPurgatory("Produce", self.timer)
+        self.delayed_fetch_purgatory = DelayedOperationPurgatory("Fetch", self.timer)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.state_change_lock = asyncio.Lock()
@@ -109,7 +139,7 @@ class ReplicaManager:
         info = self.topics.get(tp.topic)
         if info is None or not 0 <= tp.partition < info.partitions:
             return None
-        partition = Partition(tp, self.node_id, plog, self.now_ms, on_change=self.on_change)
+        partition = Partition(tp, self.node_id, plog, self.now_ms, delayed_operations=self)
         partition.make_local_leader()
         self.partitions[tp] = partition
         return partition
@@ -136,11 +166,13 @@ class ReplicaManager:
         return self.leader_partition(tp, current_leader_epoch).local_log()
 
     def forget(self, tps: Iterable[TopicPartition]) -> None:
-        """Topics deleted on a single broker: drop their partitions."""
+        """Topics deleted on a single broker: drop their partitions; requests waiting on
+        them answer (acks=all: NOT_LEADER_OR_FOLLOWER; a parked Fetch reads again)."""
         for tp in tps:
             p = self.partitions.pop(tp, None)
             if p is not None:
-                p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                p.try_complete_delayed_produces()
+            self.check_and_complete_fetch(tp)
 
     def _isr_changed(self, old_size: int, new_size: int) -> None:
         if new_size < old_size:
@@ -150,6 +182,137 @@ class ReplicaManager:
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
+
+    # -- appends ---------------------------------------------------------------------------
+    def append_records(self, timeout_ms: int, required_acks: int, origin: AppendOrigin,
+                       entries: Sequence[tuple[TopicPartition, Records]], response_callback: AppendCallback,
+                       ) -> None:
+        """Append each entry's batches to its partition's leader log, in order, and call
+        `response_callback(results)` once every partition is answered (Kafka's
+        appendRecords): inside this call when nothing waits; else after the fsyncs
+        (flush.messages) and, for acks=all, once the high watermark passed each batch or
+        `timeout_ms` passed (DelayedProduce). Parked Fetches on the partitions are tried
+        once every entry is appended. A client's appends count in BrokerTopicStats."""
+        results: list[PartitionAppendResult] = []
+        waits: list[ProducePartitionStatus] = []
+        flushes: list[tuple[PartitionAppendResult, Future[None]]] = []
+        with self.delayed_fetch_purgatory.held():
+            for tp, records in entries:
+                result, partition = self._append_to_local_log(tp, records, required_acks, origin)
+                results.append(result)
+                info = result.info
+                if partition is None or info is None or result.error_code != ErrorCode.NONE:
+                    continue
+                if info.flushed is not None:
+                    flushes.append((result, info.flushed))
+                if required_acks == -1 and info.last_offset >= 0:
+                    waits.append(ProducePartitionStatus(partition, info.last_offset + 1,
+                                                        partition.min_insync_replicas, result))
+        if flushes:
+            self._after_flushes(flushes, lambda: self._maybe_delay(timeout_ms, waits, results, response_callback))
+        else:
+            self._maybe_delay(timeout_ms, waits, results, response_callback)
+
+    def _append_to_local_log(self, tp: TopicPartition, records: Records, required_acks: int,
+                             origin: AppendOrigin) -> tuple[PartitionAppendResult, Partition | None]:
+        try:
+            partition = self.leader_partition(tp)
+        except KafkaError as e:  # not a failure of the topic (Kafka marks none either)
+            return PartitionAppendResult(e.error_code), None
+        stats = self.topic_stats.topic(tp.topic) if origin is AppendOrigin.CLIENT else None
+        if stats is not None:
+            stats.total_produce_requests += 1
+        if not isinstance(records, memoryview | bytes | bytearray) or len(records) == 0:
+            if stats is not None:
+                stats.failed_produce_requests += 1
+            return PartitionAppendResult(ErrorCode.CORRUPT_MESSAGE, "no records"), None
+        try:
+            info = partition.append_records_to_leader(records, required_acks, origin=origin)
+        except KafkaError as e:
+            if stats is not None:
+                stats.failed_produce_requests += 1
+                if e.error_code in _REJECTED_FOR_SIZE:
+                    stats.bytes_rejected += len(records)
+            return PartitionAppendResult(e.error_code, str(e) or None,
+                                         record_errors=getattr(e, "record_errors", None)), None
+        except Exception as e:
+            if stats is not None:
+                stats.failed_produce_requests += 1
+            log.exception("append to %s failed", tp)
+            return PartitionAppendResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(e) or None), None
+        if stats is not None:
+            stats.messages_in += info.record_count
+            stats.bytes_in += len(records)
+        return PartitionAppendResult(info=info), partition
+
+    def _after_flushes(self, flushes: list[tuple[PartitionAppendResult, Future[None]]],
+                       then: Callable[[], None]) -> None:
+        """Call `then()` once every fsync (on the flush thread) is over; a failed fsync
+        fails its partition."""
+        left = len(flushes)
+
+        def flushed(result: PartitionAppendResult, fut: asyncio.Future[None]) -> None:
+            nonlocal left
+            error = fut.exception()
+            if error is not None:  # the flush thread raises KafkaStorageError
+                result.fail(error.error_code if isinstance(error, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR,
+                            str(error))
+            left -= 1
+            if not left:
+                then()
+        for result, done in flushes:
+            asyncio.wrap_future(done).add_done_callback(
+                lambda fut, result=result: flushed(result, fut))  # type: ignore[misc]
+
+    def _maybe_delay(self, timeout_ms: int, waits: list[ProducePartitionStatus],
+                     results: list[PartitionAppendResult], response_callback: AppendCallback) -> None:
+        waits = [w for w in waits if w.result.error_code == ErrorCode.NONE]
+        if not waits:
+            response_callback(results)
+            return
+        op = DelayedProduce(self.timer.time() + max(timeout_ms, 0) / 1000, waits,
+                            lambda: response_callback(results), self._is_current)
+        self.delayed_produce_purgatory.try_complete_else_watch(op, [w.partition.topic_partition for w in waits])
+
+    def append_to_leader(self, tp: TopicPartition, records: Records, required_acks: int,
+                         origin: AppendOrigin, min_insync_replicas: int | None = None) -> LogAppendInfo:
+        """One batch to one partition led here, answered at once (the coordinators' internal
+        topics, whose writes are acknowledged by `wait_for_replication`); raises KafkaError."""
+        partition = self.leader_partition(tp)
+        with self.delayed_fetch_purgatory.held():
+            return partition.append_records_to_leader(records, required_acks, min_insync_replicas, origin)
+
+    def wait_for_replication(self, tp: TopicPartition, required_offset: int, min_insync_replicas: int,
+                             timeout_ms: int) -> asyncio.Future[int] | int | None:
+        """After an append: the error code once the high watermark reaches `required_offset`
+        (as acks=all answers it); an int when known at once, None when this broker holds no
+        replica. Cancelling the future forgets the wait."""
+        partition = self.get_partition(tp)
+        if partition is None or partition.log is None:
+            return None
+        result = PartitionAppendResult()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not fut.done():
+                fut.set_result(result.error_code)
+        op = DelayedProduce(self.timer.time() + max(timeout_ms, 0) / 1000,
+                            [ProducePartitionStatus(partition, required_offset, min_insync_replicas, result)],
+                            done, self._is_current)
+        if self.delayed_produce_purgatory.try_complete_else_watch(op, [tp]):
+            return result.error_code
+        fut.add_done_callback(lambda _f: op.force_complete())
+        return fut
+
+    def _is_current(self, partition: Partition) -> bool:
+        return self.partitions.get(partition.topic_partition) is partition
+
+    # -- the purgatories, as a Partition's DelayedOperations --------------------------------
+    def check_and_complete_fetch(self, tp: TopicPartition) -> None:
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+
+    def check_and_complete_produce(self, tp: TopicPartition) -> None:
+        self.delayed_produce_purgatory.check_and_complete(tp)
 
     # -- cluster mode: the controller's requests --------------------------------------------
     async def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
@@ -220,7 +383,7 @@ class ReplicaManager:
                 return e.error_code
             partition = Partition(p.tp, self.node_id, plog, self.now_ms,
                                   replica_lag_time_max_ms=self.replica_lag_time_max_ms,
-                                  alter_isr=self.alter_isr, on_change=self.on_change,
+                                  alter_isr=self.alter_isr, delayed_operations=self,
                                   is_alive=self.is_alive, on_isr_change=self._isr_changed)
             self.partitions[p.tp] = partition
         self.awaiting_controller.discard(p.tp)
@@ -274,7 +437,7 @@ class ReplicaManager:
         for tp, p in self.partitions.items():
             p.fenced = fenced or tp in self.awaiting_controller
             if p.fenced and p.is_leader:
-                p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                p.try_complete_delayed_produces()
 
     def session_expired(self) -> None:
         """ZooKeeper deleted our registration: the controller has moved or will move every
@@ -282,7 +445,7 @@ class ReplicaManager:
         self.awaiting_controller = set(self.partitions)
         for p in self.partitions.values():
             p.fenced = True
-            p.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            p.try_complete_delayed_produces()
 
     # -- moving replicas between log dirs (AlterReplicaLogDirs) ----------------------------
     def move_replica(self, tp: TopicPartition, target_dir: str) -> asyncio.Task[None]:

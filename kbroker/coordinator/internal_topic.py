@@ -4,12 +4,13 @@ __transaction_state for transactions), read and appended through the broker's lo
 A key (group id, transactional id) lives in partition `abs(java_hash(key)) % partitions`,
 Kafka's `Utils.abs(key.hashCode) % n`, so a kbroker data directory maps keys to
 partitions as Kafka would. Records go in uncompressed batches appended through the
-partition's leader (ReplicaManager: a single broker leads them all; in a cluster, the
-coordinator of a key is the leader of its partition); reading back is a scan of a
+partition's leader (ReplicaManager.append_to_leader: a single broker leads them all; in a
+cluster, the coordinator of a key is the leader of its partition); reading back is a scan of a
 partition from its log start (`read_partition`), records with their offsets and batch
 attributes, control records included (the group coordinator's loader needs both to
 replay transactional offset commits). In a cluster a write is acknowledged once
-replicated (the high watermark passed it): `wait_replicated`.
+replicated (the high watermark passed it): `wait_replicated`, the ReplicaManager's
+DelayedProduce.
 
 Like Kafka, the topic is created on first need (FindCoordinator, or a write), with the
 coordinator's configs, never by Metadata auto-creation; Metadata lists it with
@@ -134,14 +135,14 @@ class InternalTopic:
         if not self.ensure_created():
             raise KafkaError(f"{self.name} is being created", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         tp = TopicPartition(self.name, partition)
-        leader = self.broker.replica_manager.leader_partition(tp)
+        replica_manager = self.broker.replica_manager
+        replica_manager.leader_partition(tp)  # refused before the batch is built
         batch = build_batch([(key, value, 0, ()) for key, value in records], self.broker.time.milliseconds(),
                             attributes=TRANSACTIONAL_BIT if transactional else 0,
                             producer_id=producer_id, producer_epoch=producer_epoch,
                             base_sequence=0 if producer_id >= 0 else -1)
         origin = AppendOrigin.COORDINATOR if producer_id >= 0 else AppendOrigin.CLIENT
-        return leader.append_records_to_leader(batch, acks=acks, min_insync_replicas=self.min_insync_replicas
-                                               if acks == -1 else 1, origin=origin)
+        return replica_manager.append_to_leader(tp, batch, acks, origin, self.min_insync_replicas)
 
     def wait_replicated(self, partition: int, timeout_s: float,
                         end_offset: int | None = None) -> Awaitable[int] | None:
@@ -149,13 +150,16 @@ class InternalTopic:
         its log end; cluster mode); None when it already is. Resolves to an error code
         (NONE, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
         tp = TopicPartition(self.name, partition)
-        leader = self.broker.replica_manager.get_partition(tp)
+        replica_manager = self.broker.replica_manager
+        leader = replica_manager.get_partition(tp)
         if leader is None or leader.log is None:
             return None
         end = leader.log.log_end_offset if end_offset is None else end_offset
         if leader.log.high_watermark >= end:
             return None
-        waited = leader.wait_for_high_watermark(end, self.min_insync_replicas, timeout_s)
+        waited = replica_manager.wait_for_replication(tp, end, self.min_insync_replicas, int(timeout_s * 1000))
+        if waited is None:
+            return None
         if isinstance(waited, int):
             return None if waited == ErrorCode.NONE else completed(waited)
         return waited

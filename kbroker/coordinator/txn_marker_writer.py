@@ -20,19 +20,16 @@ Lock: the broker's event-loop thread.
 from __future__ import annotations
 
 import asyncio
-import logging
 
+from kbroker.cluster.delayed_produce import PartitionAppendResult
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.common.error_code import ErrorCode
-from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.coordinator.group_coordinator import GroupCoordinator
 from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME
 from kbroker.records.control_record import end_txn_marker
 from kbroker.storage.producer_state import AppendOrigin
 from kbroker.utils.time import Time
-
-log = logging.getLogger(__name__)
 
 
 class MarkerWriter:
@@ -45,30 +42,17 @@ class MarkerWriter:
 
     async def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                     partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """Append the marker to each partition and wait until it is replicated."""
-        errors: dict[TopicPartition, int] = {}
-        waits: list[tuple[TopicPartition, asyncio.Future[int]]] = []
+        """Append the marker to each partition and wait until it is replicated (acks=all,
+        through the ReplicaManager as a Produce is)."""
         marker = end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, self.time.milliseconds())
-        for tp in partitions:
-            try:
-                partition = self.replica_manager.leader_partition(tp)
-                min_isr = partition.local_log().config.min_insync_replicas
-                info = partition.append_records_to_leader(marker, acks=-1, min_insync_replicas=min_isr,
-                                                          origin=AppendOrigin.COORDINATOR)
-            except KafkaError as e:
-                errors[tp] = e.error_code
-                continue
-            except Exception:
-                log.exception("writing a transaction marker to %s failed", tp)
-                errors[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-                continue
-            waited = partition.wait_for_high_watermark(info.last_offset + 1, min_isr, self.timeout_s)
-            if isinstance(waited, int):
-                errors[tp] = waited
-            else:
-                waits.append((tp, waited))
-        for tp, fut in waits:
-            errors[tp] = await fut
+        done: asyncio.Future[list[PartitionAppendResult]] = asyncio.get_running_loop().create_future()
+
+        def answered(results: list[PartitionAppendResult]) -> None:
+            if not done.done():
+                done.set_result(results)
+        self.replica_manager.append_records(int(self.timeout_s * 1000), -1, AppendOrigin.COORDINATOR,
+                                            [(tp, marker) for tp in partitions], answered)
+        errors = {tp: result.error_code for tp, result in zip(partitions, await done, strict=True)}
         offsets = [tp.partition for tp, code in errors.items()
                    if tp.topic == GROUP_METADATA_TOPIC_NAME and code == ErrorCode.NONE]
         if offsets:

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kbroker.cluster.broker_topic_stats import TopicStats
 from kbroker.ops.console_auth import context, listener_name
 from kbroker.server.authorization import authorized_topics
-from kbroker.server.broker_topic_stats import TopicStats
 from kbroker.server.request_json import api_name
 from kbroker.utils.histogram import Histogram
 

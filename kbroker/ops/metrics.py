@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.metrics_core import Metric
 
+from kbroker.cluster.broker_topic_stats import TopicStats
 from kbroker.coordinator.group_metadata import GroupState
-from kbroker.server.broker_topic_stats import TopicStats
 from kbroker.server.request_json import api_name, error_name
 from kbroker.server.request_metrics import TIMES
 from kbroker.utils.histogram import Histogram

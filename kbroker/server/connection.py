@@ -438,7 +438,7 @@ class Connection:
     def _guarded_process_input(self) -> None:
         # Every frame of this read is handled before the parked Fetches they wake read
         # again: a follower's Fetch carries all of a producer's pipelined Produces at once.
-        with self.server.broker.append_notifier.held():
+        with self.server.broker.replica_manager.delayed_fetch_purgatory.held():
             try:
                 self._process_input()
             except Exception:  # a bug here must cost one connection, not the server

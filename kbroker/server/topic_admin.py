@@ -167,8 +167,6 @@ def delete_topic(broker: BrokerState, info: TopicInfo) -> None:
     tps = [TopicPartition(info.name, p) for p in range(info.partitions)]
     manager.delete_logs(tps)
     broker.replica_manager.forget(tps)
-    for tp in tps:
-        broker.append_notifier.notify(tp)
     broker.local_registry().delete(info.name)
     manager.topic_configs.pop(info.name, None)
     broker.group_coordinator.on_topic_deleted(info.name)

@@ -20,8 +20,8 @@ first in its next Fetch).
 
 Long poll: while fewer than `min_bytes` are available, no partition has an
 error, no record bound above left records out (waiting would bring no more) and
-`max_wait_ms` has not passed, the request parks on the broker's
-AppendNotifier (a PendingResponse to the connection) and re-reads when one of its
+`max_wait_ms` has not passed, the request parks in the ReplicaManager's fetch purgatory
+(a DelayedFetch; a PendingResponse to the connection) and re-reads when one of its
 partitions is appended to, inside the request that appended (Kafka's DelayedFetch
 completed by the appending thread), or at the deadline.
 
@@ -56,6 +56,7 @@ import logging
 import time
 from typing import Any
 
+from kbroker.cluster.broker_topic_stats import BrokerTopicStats
 from kbroker.cluster.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -71,10 +72,10 @@ from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.server import authorization as authz
-from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.server.request_context import PendingResponse, RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
 from kbroker.storage.log import Log
+from kbroker.utils.purgatory import DelayedOperation
 
 log = logging.getLogger(__name__)
 
@@ -100,39 +101,65 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Pendin
         if isinstance(found, int):
             return _session_error(found)
         session = found
+    purgatory = ctx.broker.replica_manager.delayed_fetch_purgatory
     # A follower's read may move the high watermark: the other follower's parked Fetch
     # (and consumers') re-read once this read is over.
-    with ctx.broker.append_notifier.held():
+    with purgatory.held():
         response, tps = _read_once(ctx, request, deadline, session)
     if tps is None:
         return response
-    pending = PendingResponse()
-    _park(ctx, request, deadline, session, tps, pending)
-    return pending
+    # Parked now, not on a later loop turn: an append in between must wake it, or a
+    # follower's Fetch (and every acks=all Produce waiting on it) would sleep the whole
+    # max_wait_ms.
+    op = DelayedFetch(purgatory.timer.time() + max(deadline - _now_ms(), 0) / 1000,
+                      ctx, request, deadline, session)
+    purgatory.watch(op, tps)
+    return op.pending
 
 
-def _park(ctx: RequestContext, request: FetchRequest, deadline: int, session: _Session | None,
-          tps: list[Any], pending: PendingResponse) -> None:
-    """Park now, not on a later loop turn: an append in between must wake it, or a
-    follower's Fetch (and every acks=all Produce waiting on it) would sleep the whole
-    max_wait_ms. Woken by an append (inside the appending request: the answer is queued
-    in the same loop turn) or by the deadline, it reads again, and parks again if it
-    still has too little."""
-    def woken() -> None:
-        if pending.cancelled:  # the connection closed: no more reads for it
-            return
+class DelayedFetch(DelayedOperation):
+    """A Fetch parked for min_bytes (Kafka's DelayedFetch), in the ReplicaManager's fetch
+    purgatory on the partitions it read. Tried again inside the request that appended to
+    one of them (the answer is queued in the same loop turn); answered when a read finds
+    enough, or at the deadline with what there is."""
+
+    __slots__ = ("ctx", "request", "fetch_deadline", "session", "pending", "_response")
+
+    def __init__(self, deadline: float, ctx: RequestContext, request: FetchRequest, fetch_deadline: int,
+                 session: _Session | None) -> None:
+        super().__init__(deadline)
+        self.ctx = ctx
+        self.request = request
+        self.fetch_deadline = fetch_deadline
+        self.session = session
+        self.pending = PendingResponse()
+        self._response: FetchResponse | None = None
+
+    def try_complete(self) -> bool:
+        if self.pending.cancelled:  # the connection closed: no more reads for it
+            return self.force_complete()
         try:
-            with ctx.broker.append_notifier.held():
-                response, again = _read_once(ctx, request, deadline, session)
+            response, again = _read_once(self.ctx, self.request, self.fetch_deadline, self.session)
         except Exception as e:
-            pending.fail(e)
-            return
-        if again is None:
-            pending.complete(response)
-        else:
-            _park(ctx, request, deadline, session, again, pending)
+            self.pending.fail(e)
+            return self.force_complete()
+        if again is not None:
+            return False
+        self._response = response
+        return self.force_complete()
 
-    ctx.broker.append_notifier.park(tps, max(deadline - _now_ms(), 0) / 1000, woken)
+    def on_complete(self) -> None:
+        if self.pending.done:
+            return
+        response = self._response
+        if response is None:  # the deadline: what there is now
+            try:
+                response, _again = _read_once(self.ctx, self.request, self.fetch_deadline, self.session,
+                                              final=True)
+            except Exception as e:
+                self.pending.fail(e)
+                return
+        self.pending.complete(response)
 
 
 # A follower's fetch in a session: the session, and whether this fetch is a full one
@@ -183,9 +210,11 @@ def _session_error(code: int) -> FetchResponse:
 
 
 def _read_once(
-    ctx: RequestContext, request: FetchRequest, deadline: int, session: _Session | None = None
+    ctx: RequestContext, request: FetchRequest, deadline: int, session: _Session | None = None,
+    final: bool = False,
 ) -> tuple[FetchResponse, list[Any] | None]:
-    """The response, and the partitions to wait on if the request should park."""
+    """The response, and the partitions to wait on if the request should park (never when
+    `final`: its wait is over)."""
     answered: list[tuple[CachedPartition, PartitionData]] = []
     cut = False  # kbroker's own record bounds (consumers only) held records back
     if session is None:
@@ -194,7 +223,8 @@ def _read_once(
         response, nbytes, error, tps = _read_session(ctx, request, session[0], session[1], answered)
     broker = ctx.broker
     if (
-        nbytes >= request.min_bytes
+        final
+        or nbytes >= request.min_bytes
         or cut  # kbroker's own record bounds held data back: more would not come by waiting
         or error
         or not tps

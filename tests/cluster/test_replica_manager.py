@@ -1,0 +1,205 @@
+"""ReplicaManager.append_records and its produce purgatory, in process, on a fake clock (as
+Kafka's ReplicaManagerTest / PartitionTest): acks 1 and all, min.insync.replicas before
+and after the append, timeouts, a follower's fetch completing acks=all inside itself,
+leadership moving and fencing, the coordinators' wait_for_replication."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kbroker.cluster.delayed_produce import PartitionAppendResult
+from kbroker.cluster.partition import Partition, PartitionState
+from kbroker.cluster.replica_manager import LeaderAndIsrPartition, ReplicaManager
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.metadata.topic_registry import TopicInfo
+from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_manager import LogManager
+from kbroker.storage.producer_state import AppendOrigin
+from kbroker.utils.time import MockTime
+from kbroker.utils.timer import MockTimer
+from tests.batches import values_batch
+
+LOCAL, FOLLOWER = 1, 2
+TOPIC = "t"
+TP0, TP1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+TIMEOUT_MS = 30_000
+LAG_MS = 10_000
+
+
+class Topics:
+    """The topic catalog the ReplicaManager asks: one topic of two partitions."""
+
+    def __init__(self) -> None:
+        self.info = TopicInfo(TOPIC, uuid.uuid4(), 2)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.info if name == TOPIC else None
+
+
+class Env:
+    def __init__(self, path: str, min_isr: int) -> None:
+        self.time = MockTime()
+        self.timer = MockTimer()
+        self.log_manager = LogManager([path], LogConfig(min_insync_replicas=min_isr), self.time,
+                                      replicated=True)
+        self.log_manager.startup()
+        self.topics = Topics()
+        self.replica_manager = ReplicaManager(
+            LOCAL, self.log_manager, self.topics, self.time.milliseconds,  # type: ignore[arg-type]
+            clustered=True, replica_lag_time_max_ms=LAG_MS, timer=self.timer)
+        self.answers: list[list[PartitionAppendResult]] = []
+        self.controller_epoch = 1
+
+    async def lead(self, isr: tuple[int, ...] = (LOCAL, FOLLOWER), epoch: int = 1, leader: int = LOCAL,
+                   partition_epoch: int = 0, tps: tuple[TopicPartition, ...] = (TP0, TP1)) -> None:
+        result = await self.replica_manager.become_leader_or_follower(0, self.controller_epoch, [
+            LeaderAndIsrPartition(tp, self.topics.info.topic_id,
+                                  PartitionState(leader, epoch, isr, (LOCAL, FOLLOWER), partition_epoch))
+            for tp in tps])
+        assert set(result.errors.values()) == {ErrorCode.NONE}
+
+    def partition(self, tp: TopicPartition = TP0) -> Partition:
+        partition = self.replica_manager.get_partition(tp)
+        assert partition is not None
+        return partition
+
+    def produce(self, acks: int, *tps: TopicPartition, records: int = 3) -> None:
+        self.replica_manager.append_records(
+            TIMEOUT_MS, acks, AppendOrigin.CLIENT, [(tp, values_batch(records)) for tp in tps or (TP0,)],
+            self.answers.append)
+
+    def follower_fetches(self, tp: TopicPartition = TP0) -> None:
+        """The follower fetches from the leader's log end: it holds everything."""
+        leo = self.partition(tp).local_log().log_end_offset
+        self.partition(tp).update_follower_fetch_state(FOLLOWER, leo, leo)
+
+    def codes(self) -> list[list[int]]:
+        return [[r.error_code for r in results] for results in self.answers]
+
+
+@pytest.fixture
+def env(tmp_path: Any) -> Iterator[Env]:
+    e = Env(str(tmp_path), min_isr=2)
+    yield e
+    e.log_manager.shutdown()
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_acks_1_is_answered_inside_the_append_and_counted(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(1)
+        env.produce(1)
+        assert [[r.base_offset for r in results] for results in env.answers] == [[0], [3]]
+        assert env.partition().local_log().high_watermark == 0  # the follower has not fetched
+        stats = env.replica_manager.topic_stats.topic(TOPIC)
+        assert (stats.total_produce_requests, stats.messages_in) == (2, 6)
+    run(scenario())
+
+
+def test_acks_all_is_answered_inside_the_follower_fetch_that_moves_the_high_watermark(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(-1)
+        assert env.answers == [] and env.replica_manager.delayed_produce_purgatory.watched == 1
+        env.follower_fetches()
+        assert env.codes() == [[ErrorCode.NONE]] and env.answers[0][0].base_offset == 0
+        assert env.replica_manager.delayed_produce_purgatory.watched == 0
+    run(scenario())
+
+
+def test_acks_all_of_several_partitions_is_answered_once_all_are_replicated(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(-1, TP0, TP1, TopicPartition("unknown", 0))
+        env.follower_fetches(TP0)
+        assert env.answers == []
+        env.follower_fetches(TP1)
+        assert env.codes() == [[ErrorCode.NONE, ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]]
+    run(scenario())
+
+
+def test_acks_all_times_out_with_request_timed_out(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(-1)
+        env.timer.advance(TIMEOUT_MS / 1000 - 0.001)
+        assert env.answers == []
+        env.timer.advance(0.001)
+        assert env.codes() == [[ErrorCode.REQUEST_TIMED_OUT]] and env.answers[0][0].base_offset == -1
+        env.follower_fetches()  # too late: nothing more is answered
+        assert len(env.answers) == 1
+        assert env.timer.pending == 0
+    run(scenario())
+
+
+def test_an_isr_below_min_insync_replicas_refuses_acks_all_and_stores_nothing(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead(isr=(LOCAL,))
+        env.produce(-1)
+        env.produce(1)  # acks=1 does not ask for replicas
+        assert env.codes() == [[ErrorCode.NOT_ENOUGH_REPLICAS], [ErrorCode.NONE]]
+        assert env.answers[1][0].base_offset == 0
+    run(scenario())
+
+
+def test_an_isr_that_shrank_below_min_insync_replicas_answers_after_the_append(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(-1)
+        env.time.sleep(LAG_MS + 1)  # the follower is no longer caught up: not waited for
+        await env.lead(isr=(LOCAL,), epoch=1, partition_epoch=1)  # the ISR shrank (AlterPartition)
+        assert env.codes() == [[ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]]
+    run(scenario())
+
+
+def test_a_leadership_that_moves_answers_not_leader(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(-1)
+        await env.lead(epoch=2, leader=FOLLOWER)
+        assert env.codes() == [[ErrorCode.NOT_LEADER_OR_FOLLOWER]]
+    run(scenario())
+
+
+def test_a_fenced_broker_answers_not_leader_and_takes_no_writes(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(-1)
+        env.replica_manager.set_zk_fenced(True)
+        env.produce(1)
+        assert env.codes() == [[ErrorCode.NOT_LEADER_OR_FOLLOWER], [ErrorCode.NOT_LEADER_OR_FOLLOWER]]
+    run(scenario())
+
+
+def test_wait_for_replication_resolves_when_the_follower_holds_the_offset(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        info = env.replica_manager.append_to_leader(TP0, values_batch(2), -1, AppendOrigin.CLIENT)
+        waited = env.replica_manager.wait_for_replication(TP0, info.last_offset + 1, 1, TIMEOUT_MS)
+        assert isinstance(waited, asyncio.Future) and not waited.done()
+        env.follower_fetches()
+        assert waited.done() and waited.result() == ErrorCode.NONE
+        assert env.replica_manager.wait_for_replication(TP0, info.last_offset + 1, 1, TIMEOUT_MS) == ErrorCode.NONE
+    run(scenario())
+
+
+def test_a_cancelled_wait_for_replication_is_forgotten(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.replica_manager.append_to_leader(TP0, values_batch(2), 1, AppendOrigin.CLIENT)
+        waited = env.replica_manager.wait_for_replication(TP0, 2, 1, TIMEOUT_MS)
+        assert isinstance(waited, asyncio.Future)
+        waited.cancel()
+        await asyncio.sleep(0)  # the future's done callbacks run on the loop
+        assert env.replica_manager.delayed_produce_purgatory.watched == 0
+    run(scenario())
