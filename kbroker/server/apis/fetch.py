@@ -53,7 +53,6 @@ response carries count once, when it is answered.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from kbroker.cluster.broker_topic_stats import BrokerTopicStats
@@ -87,14 +86,15 @@ READ_COMMITTED = 1
 _UNKNOWN_ID = "\0"
 
 
-def _now_ms() -> int:
-    # Long-poll waits are real network time, not the injected (possibly mock) clock.
-    return time.monotonic_ns() // 1_000_000
+def _now_ms(ctx: RequestContext) -> float:
+    # Long-poll waits are network time: the purgatory's timer (the loop's monotonic clock),
+    # not the injected wall clock.
+    return ctx.broker.replica_manager.timer.time() * 1000
 
 
 def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | PendingResponse:
     """Answer at once when the data is there; else park the request (a PendingResponse)."""
-    deadline = _now_ms() + max(0, request.max_wait_ms)
+    deadline = _now_ms(ctx) + max(0, request.max_wait_ms)
     session: _Session | None = None
     if ctx.api_version >= 7 and ctx.broker.clustered and _replica_id(request, ctx.api_version) >= 0:
         found = _session_for(ctx, request)
@@ -111,8 +111,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Pendin
     # Parked now, not on a later loop turn: an append in between must wake it, or a
     # follower's Fetch (and every acks=all Produce waiting on it) would sleep the whole
     # max_wait_ms.
-    op = DelayedFetch(purgatory.timer.time() + max(deadline - _now_ms(), 0) / 1000,
-                      ctx, request, deadline, session)
+    op = DelayedFetch(deadline / 1000, ctx, request, session)
     purgatory.watch(op, tps)
     return op.pending
 
@@ -123,14 +122,13 @@ class DelayedFetch(DelayedOperation):
     one of them (the answer is queued in the same loop turn); answered when a read finds
     enough, or at the deadline with what there is."""
 
-    __slots__ = ("ctx", "request", "fetch_deadline", "session", "pending", "_response")
+    __slots__ = ("ctx", "request", "session", "pending", "_response")
 
-    def __init__(self, deadline: float, ctx: RequestContext, request: FetchRequest, fetch_deadline: int,
+    def __init__(self, deadline: float, ctx: RequestContext, request: FetchRequest,
                  session: _Session | None) -> None:
         super().__init__(deadline)
         self.ctx = ctx
         self.request = request
-        self.fetch_deadline = fetch_deadline
         self.session = session
         self.pending = PendingResponse()
         self._response: FetchResponse | None = None
@@ -139,7 +137,7 @@ class DelayedFetch(DelayedOperation):
         if self.pending.cancelled:  # the connection closed: no more reads for it
             return self.force_complete()
         try:
-            response, again = _read_once(self.ctx, self.request, self.fetch_deadline, self.session)
+            response, again = _read_once(self.ctx, self.request, self.deadline * 1000, self.session)
         except Exception as e:
             self.pending.fail(e)
             return self.force_complete()
@@ -154,7 +152,7 @@ class DelayedFetch(DelayedOperation):
         response = self._response
         if response is None:  # the deadline: what there is now
             try:
-                response, _again = _read_once(self.ctx, self.request, self.fetch_deadline, self.session,
+                response, _again = _read_once(self.ctx, self.request, self.deadline * 1000, self.session,
                                               final=True)
             except Exception as e:
                 self.pending.fail(e)
@@ -210,7 +208,7 @@ def _session_error(code: int) -> FetchResponse:
 
 
 def _read_once(
-    ctx: RequestContext, request: FetchRequest, deadline: int, session: _Session | None = None,
+    ctx: RequestContext, request: FetchRequest, deadline: float, session: _Session | None = None,
     final: bool = False,
 ) -> tuple[FetchResponse, list[Any] | None]:
     """The response, and the partitions to wait on if the request should park (never when
@@ -229,7 +227,7 @@ def _read_once(
         or error
         or not tps
         or broker.shutting_down
-        or deadline - _now_ms() <= 0
+        or deadline - _now_ms(ctx) <= 0
     ):
         if nbytes:
             _count_bytes_out(broker.topic_stats, response, _replica_id(request, ctx.api_version) >= 0)
