@@ -16,6 +16,7 @@ import pytest
 
 from kbroker.cluster import zk_data
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
+from kbroker.cluster.controller.events import PREFERRED, AutoPreferredReplicaLeaderElection
 from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -339,4 +340,97 @@ def test_a_reassignment_to_a_dead_broker_is_refused() -> None:
         assert answers[T0][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
         assert answers[TopicPartition("x", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert cluster.assignment("t").partitions[0] == [1, 2, 3]
+    run(scenario)
+
+
+# -- preferred leaders ---------------------------------------------------------------------------------
+async def broker_2_back_in_the_isr_of_t1(cluster: Cluster, controller: KafkaController) -> None:
+    """Broker 2 dies (t-1 moves to 3), comes back and catches up: 3 adds it to the ISR."""
+    cluster.kill(2)
+    await cluster.idle()
+    cluster.register(2)
+    await cluster.idle()
+    state = cluster.state(T1)
+    assert (state.leader, state.isr) == (3, (3, 1))
+    (code, _), = (await controller.alter_partition(3, -1, [(T1, state.leader_epoch, state.zk_version,
+                                                           (3, 1, 2))])).values()
+    assert code == ErrorCode.NONE
+
+
+def test_elect_leaders_gives_a_partition_back_to_its_preferred_replica_once_in_the_isr() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        controller = await three_brokers(cluster)
+        cluster.kill(2)
+        await cluster.idle()
+        cluster.register(2)
+        await cluster.idle()
+        results = await controller.elect_leaders(PREFERRED, [T0, T1, TopicPartition("x", 0)])
+        assert {tp: r.error_code for tp, r in results.items()} == {
+            T0: ErrorCode.ELECTION_NOT_NEEDED, T1: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            TopicPartition("x", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        state = cluster.state(T1)
+        await controller.alter_partition(3, -1, [(T1, state.leader_epoch, state.zk_version, (3, 1, 2))])
+        results = await controller.elect_leaders(PREFERRED, [T1])
+        assert results[T1].error_code == ErrorCode.NONE
+        assert (cluster.state(T1).leader, cluster.state(T1).isr) == (2, (3, 1, 2))
+    run(scenario)
+
+
+def test_the_auto_rebalance_and_the_preferred_election_znode_elect_preferred_leaders() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        controller = await three_brokers(cluster)
+        await broker_2_back_in_the_isr_of_t1(cluster, controller)
+        await controller.process(AutoPreferredReplicaLeaderElection())  # what the timer enqueues
+        assert cluster.state(T1).leader == 2
+        # once more, from /admin/preferred_replica_election
+        await controller.controlled_shutdown(2, controller.ctx.brokers[2].epoch)
+        cluster.kill(2)
+        await cluster.idle()
+        await broker_2_back_in_the_isr_of_t1(cluster, controller)
+        cluster.zk.apply([("create", zk_data.PREFERRED_REPLICA_ELECTION_PATH,
+                           b'{"version":1,"partitions":[{"topic":"t","partition":1}]}')])
+        await cluster.idle()
+        assert cluster.state(T1).leader == 2
+        assert cluster.zk.read(zk_data.PREFERRED_REPLICA_ELECTION_PATH) is None
+    run(scenario)
+
+
+# -- topics ---------------------------------------------------------------------------------------------
+def test_new_partitions_get_leaders_and_a_deleted_topic_leaves_zookeeper_and_the_brokers() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        controller = await three_brokers(cluster)
+        a = cluster.assignment("t")
+        a.partitions[2] = [3, 1, 2]
+        cluster.zk.apply([("set", zk_data.topic_path("t"), a.encode(), -1)])
+        await cluster.idle()
+        assert cluster.state(TopicPartition("t", 2)) == LeaderAndIsr(3, 0, (3, 1, 2), 1, 0)
+        cluster.channels[1].take()
+        cluster.zk.apply([("create", f"{zk_data.DELETE_TOPICS_PATH}/t", b"")])
+        await cluster.idle()
+        assert [p for p in cluster.zk.nodes if p.startswith("/brokers/topics/t")
+                or p.startswith(zk_data.DELETE_TOPICS_PATH + "/")] == []
+        assert controller.ctx.assignments == {} and controller.ctx.states == {}
+        sent = cluster.channels[1].take()
+        deleted = {(s.broker_id, t.topic_name, p.partition_index, p.leader)
+                   for s in FakeChannels.update_metadata(sent)
+                   for t in s.request.topic_states for p in t.partition_states}
+        assert deleted == {(b, "t", p, -2) for b in (1, 2, 3) for p in (0, 1, 2)}
+        stops = {(s.broker_id, p.partition_index, p.delete_partition)
+                 for s in FakeChannels.stop_replica(sent)
+                 for t in s.request.topic_states for p in t.partition_states}
+        assert stops == {(b, p, True) for b in (1, 2, 3) for p in (0, 1, 2)}
+    run(scenario)
+
+
+def test_a_reassignment_from_the_znode_whose_target_is_in_sync_completes_at_once() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        controller = await three_brokers(cluster)
+        cluster.zk.apply([("create", zk_data.REASSIGN_PARTITIONS_PATH,
+                           zk_data.encode_reassignment({("t", 0): [2, 3]}))])
+        await cluster.idle()
+        assert controller.list_partition_reassignments(None) == {}
+        assert cluster.zk.read(zk_data.REASSIGN_PARTITIONS_PATH) is None  # nothing left to do
+        assert cluster.assignment("t").partitions[0] == [2, 3]
+        state = cluster.state(T0)
+        assert (state.leader, state.isr) == (2, (2, 3))
     run(scenario)
