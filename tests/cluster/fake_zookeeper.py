@@ -118,6 +118,14 @@ class FakeZooKeeper:
             return True
         raise ValueError(f"unknown op {kind}")
 
+    def ensure(self, path: str) -> None:
+        """Create the znode and its missing parents (persistent, empty)."""
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/" + "/".join(parts[:i])
+            if prefix not in self.nodes:
+                self.apply([("create", prefix, b"")])
+
     def expire(self, session: int) -> None:
         """The session ends: its ephemeral znodes go."""
         gone = [p for p, n in self.nodes.items() if n.ephemeral_owner == session]
@@ -174,11 +182,7 @@ class FakeZkClient:
         return path, found[1]
 
     async def ensure_path(self, path: str) -> None:
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts) + 1):
-            prefix = "/" + "/".join(parts[:i])
-            if prefix not in self.zk.nodes:
-                self.zk.apply([("create", prefix, b"")])
+        self.zk.ensure(path)
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
         result: ZnodeStat = self.zk.apply([("set", path, data, version)])[0]

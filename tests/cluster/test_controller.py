@@ -16,11 +16,13 @@ import pytest
 
 from kbroker.cluster import zk_data
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
-from kbroker.cluster.controller.events import PREFERRED, AutoPreferredReplicaLeaderElection
+from kbroker.cluster.controller.events import PREFERRED
 from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
+from kbroker.coordinator.timers import Timers
+from kbroker.utils.time import MockTime
 from tests.cluster.fake_zookeeper import FakeChannels, FakeZkClient, FakeZooKeeper
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -35,17 +37,13 @@ class Cluster:
     sessions: dict[int, FakeZkClient] = field(default_factory=dict)
     controllers: dict[int, KafkaController] = field(default_factory=dict)
     channels: dict[int, FakeChannels] = field(default_factory=dict)
+    time: MockTime = field(default_factory=MockTime)
+    timers: Timers = field(init=False)
 
     def __post_init__(self) -> None:
+        self.timers = Timers(self.time)  # no loop: they fire when a test calls run_due()
         for path in zk_data.PERSISTENT_PATHS:
-            self._ensure(path)
-
-    def _ensure(self, path: str) -> None:
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts) + 1):
-            prefix = "/" + "/".join(parts[:i])
-            if prefix not in self.zk.nodes:
-                self.zk.apply([("create", prefix, b"")])
+            self.zk.ensure(path)
 
     def register(self, broker_id: int) -> None:
         """The broker's session and its ephemeral /brokers/ids/<id>."""
@@ -60,9 +58,9 @@ class Cluster:
 
     def start_controller(self, broker_id: int, **config: bool) -> KafkaController:
         channels = FakeChannels()
-        controller = KafkaController(ControllerConfig(
-            broker_id=broker_id, listener="PLAINTEXT", auto_leader_rebalance_enable=False, **config),
-            self.sessions[broker_id], channels)
+        config.setdefault("auto_leader_rebalance_enable", False)
+        controller = KafkaController(ControllerConfig(broker_id=broker_id, listener="PLAINTEXT", **config),
+                                     self.sessions[broker_id], channels, self.timers)
         self.controllers[broker_id] = controller
         self.channels[broker_id] = channels
         controller.startup()
@@ -73,7 +71,7 @@ class Cluster:
         self.zk.apply([("create", zk_data.topic_path(topic),
                         TopicAssignment(topic, uuid.uuid4(), replicas).encode())])
         for p, state in (states or {}).items():
-            self._ensure(f"{zk_data.partitions_path(topic)}/{p}")
+            self.zk.ensure(f"{zk_data.partitions_path(topic)}/{p}")
             self.zk.apply([("create", zk_data.partition_state_path(topic, p), state.encode())])
 
     def state(self, tp: TopicPartition) -> LeaderAndIsr:
@@ -376,16 +374,9 @@ def test_elect_leaders_gives_a_partition_back_to_its_preferred_replica_once_in_t
     run(scenario)
 
 
-def test_the_auto_rebalance_and_the_preferred_election_znode_elect_preferred_leaders() -> None:
+def test_the_preferred_election_znode_elects_the_preferred_leaders_it_names() -> None:
     async def scenario(cluster: Cluster) -> None:
         controller = await three_brokers(cluster)
-        await broker_2_back_in_the_isr_of_t1(cluster, controller)
-        await controller.process(AutoPreferredReplicaLeaderElection())  # what the timer enqueues
-        assert cluster.state(T1).leader == 2
-        # once more, from /admin/preferred_replica_election
-        await controller.controlled_shutdown(2, controller.ctx.brokers[2].epoch)
-        cluster.kill(2)
-        await cluster.idle()
         await broker_2_back_in_the_isr_of_t1(cluster, controller)
         cluster.zk.apply([("create", zk_data.PREFERRED_REPLICA_ELECTION_PATH,
                            b'{"version":1,"partitions":[{"topic":"t","partition":1}]}')])
@@ -433,4 +424,22 @@ def test_a_reassignment_from_the_znode_whose_target_is_in_sync_completes_at_once
         assert cluster.assignment("t").partitions[0] == [2, 3]
         state = cluster.state(T0)
         assert (state.leader, state.isr) == (2, (2, 3))
+    run(scenario)
+
+
+def test_the_auto_rebalance_runs_every_leader_imbalance_check_interval() -> None:
+    async def scenario(cluster: Cluster) -> None:
+        for b in (1, 2, 3):
+            cluster.register(b)
+        cluster.create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1]})
+        controller = cluster.start_controller(1, auto_leader_rebalance_enable=True)
+        await cluster.idle()
+        await broker_2_back_in_the_isr_of_t1(cluster, controller)
+        cluster.time.sleep(299_999)
+        assert cluster.timers.run_due() == 0
+        cluster.time.sleep(1)
+        assert cluster.timers.run_due() == 1
+        await cluster.idle()
+        assert cluster.state(T1).leader == 2
+        assert len(cluster.timers) == 1  # the next check, 300 s on
     run(scenario)

@@ -90,7 +90,9 @@ from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssig
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
+from kbroker.coordinator.timers import Timer, Timers
 from kbroker.security.settings import InterBrokerLogin
+from kbroker.utils.time import SYSTEM_TIME
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ class ElectionResult:
 
 class KafkaController:
     def __init__(self, config: ControllerConfig, zk: KafkaZkClient,
-                 channels: ControllerChannels | None = None) -> None:
+                 channels: ControllerChannels | None = None, timers: Timers | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -136,7 +138,9 @@ class KafkaController:
         self.active_controller_id = -1
         self._queue: asyncio.Queue[tuple[ControllerEvent, asyncio.Future[Any] | None]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._rebalance_task: asyncio.Task[None] | None = None
+        # the auto rebalance's clock: the system's on the loop unless given (tests: a MockTime's)
+        self._timers = timers
+        self._rebalance_timer: Timer | None = None
         self._watched_topics: set[str] = set()
         self._watches_registered = False
         self._stopped = False
@@ -153,6 +157,8 @@ class KafkaController:
         if self._task is not None:
             self._task.cancel()
         await self._resign(delete_znode=True)
+        if self._timers is not None:
+            self._timers.close()
 
     async def idle(self) -> None:
         """Until every event queued so far, and every event they queued, is processed
@@ -341,9 +347,9 @@ class KafkaController:
     async def _resign(self, delete_znode: bool = False) -> None:
         was_active = self.active
         self.active = False
-        if self._rebalance_task is not None:
-            self._rebalance_task.cancel()
-            self._rebalance_task = None
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         self.channels.shutdown()
         if was_active:
             log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
@@ -388,7 +394,7 @@ class KafkaController:
         await self.reassignment.maybe_complete(ctx.reassigning())
         await self.reassignment.process_zk_node()
         if self.config.auto_leader_rebalance_enable:
-            self._rebalance_task = asyncio.ensure_future(self._rebalance_periodically())
+            self._schedule_rebalance()
 
     def _register_watches(self) -> None:
         if self._watches_registered:
@@ -669,10 +675,16 @@ class KafkaController:
         await self._elect_leaders(PREFERRED, tps)
         await delete_quietly(self.zk, zk_data.PREFERRED_REPLICA_ELECTION_PATH)
 
-    async def _rebalance_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.leader_imbalance_check_interval_s)
+    def _schedule_rebalance(self) -> None:
+        """AutoPreferredReplicaLeaderElection every leader.imbalance.check.interval.seconds."""
+        def due() -> None:
             self._enqueue_if_active(AutoPreferredReplicaLeaderElection())
+            self._schedule_rebalance()
+
+        if self._timers is None:
+            self._timers = Timers(SYSTEM_TIME, asyncio.get_running_loop())
+        self._rebalance_timer = self._timers.schedule(
+            self.config.leader_imbalance_check_interval_s * 1000, due)
 
     async def _process_auto_rebalance(self) -> None:
         ctx = self.ctx
