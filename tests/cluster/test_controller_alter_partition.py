@@ -15,6 +15,7 @@ import asyncio
 import uuid
 
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
+from kbroker.cluster.controller.events import AlterPartitionReceived
 from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
@@ -34,8 +35,8 @@ def controller_with(state: LeaderAndIsr) -> KafkaController:
 
 def alter(controller: KafkaController, leader_epoch: int, partition_epoch: int,
           isr: tuple[int, ...]) -> tuple[int, LeaderAndIsr | None]:
-    answers = asyncio.run(controller._on_alter_partition(
-        1, 101, [(TP, leader_epoch, partition_epoch, isr)]))
+    answers = asyncio.run(controller.process(AlterPartitionReceived(
+        1, 101, ((TP, leader_epoch, partition_epoch, isr),))))
     return answers[TP]
 
 

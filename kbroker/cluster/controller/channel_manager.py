@@ -19,7 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kbroker.client.connection import KafkaClientError
 from kbroker.cluster.broker_channel import BrokerChannel
@@ -83,6 +83,19 @@ class _BrokerSender:
         self.channel.close()
 
 
+class ControllerChannels(Protocol):
+    """What the controller asks of its channels (a fake records it in tests)."""
+
+    def add_broker(self, registration: BrokerRegistration) -> None: ...
+
+    def remove_broker(self, broker_id: int) -> None: ...
+
+    def send(self, broker_id: int, request: Any, version: int,
+             callback: Callable[[Any], None] | None = None) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
 class ControllerChannelManager:
     def __init__(self, controller_id: int, listener: str,
                  login: InterBrokerLogin | None = None) -> None:
@@ -143,7 +156,7 @@ class RequestBatch:
         if broker in self.ctx.brokers:
             self.stop_replica.setdefault(broker, {})[tp] = delete
 
-    def send(self, channels: ControllerChannelManager,
+    def send(self, channels: ControllerChannels,
              on_leader_and_isr: Callable[[int, Any], None] | None = None) -> None:
         ctx = self.ctx
         for broker, tps in self.leader_and_isr.items():

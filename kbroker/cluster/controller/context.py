@@ -7,6 +7,9 @@ from ZooKeeper when it takes over and kept in step with its own writes and its w
                     adding and removing replicas)
     states          partition -> leader, leader epoch, ISR, controller epoch, zk version
 
+One context lives as long as its controller: reset() empties it when the broker becomes
+the controller (with the new epoch) and when it resigns.
+
 Lock: the controller's event processing (one event at a time, on the loop).
 """
 
@@ -30,6 +33,15 @@ class ControllerContext:
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     deleted_topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    def reset(self, epoch: int = 0, epoch_zk_version: int = -1) -> None:
+        """Forget everything: a new term as controller (epoch > 0), or none."""
+        self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
+        self.brokers = {}
+        self.shutting_down = set()
+        self.assignments = {}
+        self.states = {}
+        self.deleted_topic_ids = {}
 
     @property
     def live(self) -> set[int]:

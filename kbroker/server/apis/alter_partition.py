@@ -40,8 +40,8 @@ async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPa
             items.append((TopicPartition(name, p.partition_index), p.leader_epoch,
                           p.partition_epoch, isr))
     try:
-        results = await zk_broker.controller.call("alter_partition", request.broker_id,
-                                                  request.broker_epoch, items)
+        results = await zk_broker.controller.alter_partition(request.broker_id,
+                                                           request.broker_epoch, items)
     except KafkaError as e:
         return error_response(request, version, e.error_code)
     by_topic: dict[str, list[PartitionData]] = {}

@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
         results = {tp: _single_broker_result(ctx, tp, target) for tp, target in moves.items()}
     else:
         try:
-            results = await broker.zk_broker.controller.call("alter_reassignments", moves)
+            results = await broker.zk_broker.controller.alter_partition_reassignments(moves)
         except KafkaError as e:
             return error_response(request, ctx.api_version, e.error_code)
     by_topic: dict[str, list[PartitionResponse]] = {}

@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> Con
         return error_response(request, ctx.api_version, ErrorCode.NOT_CONTROLLER)
     epoch = request.broker_epoch if ctx.api_version >= 2 else -1
     try:
-        remaining = await zk_broker.controller.call("controlled_shutdown", request.broker_id, epoch)
+        remaining = await zk_broker.controller.controlled_shutdown(request.broker_id, epoch)
     except KafkaError as e:
         return error_response(request, ctx.api_version, e.error_code)
     return ControlledShutdownResponse(error_code=ErrorCode.NONE, remaining_partitions=[

@@ -28,7 +28,7 @@ def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
         ongoing = {}
     else:
         try:
-            ongoing = broker.zk_broker.controller.list_reassignments(tps)
+            ongoing = broker.zk_broker.controller.list_partition_reassignments(tps)
         except KafkaError as e:
             return error_response(request, ctx.api_version, e.error_code)
     by_topic: dict[str, list[Partition]] = {}
