@@ -69,7 +69,6 @@ from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
 from kbroker.protocol.messages.response_header import ResponseHeader
-from kbroker.server.api_table import api_table
 from kbroker.server.authorization import (
     authorize_cluster,
     authorize_group,
@@ -164,10 +163,10 @@ class ConsoleAdmin:
         self._connections.clear()
 
     def _user(self, api_key: int, version: int) -> RequestContext:
-        state = self.broker.state
-        if state is None:
+        services = self.broker.services
+        if services is None:
             raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not running")
-        return context(state, self.http_request, listener_name(self.broker), api_key, version,
+        return context(services, self.http_request, listener_name(self.broker), api_key, version,
                        client_id=CLIENT_ID)
 
     async def _send(self, node_id: int | None, request: Any, version: int) -> Any:
@@ -189,10 +188,10 @@ class ConsoleAdmin:
         response likewise."""
         api_key = request.API_KEY
         ctx = self._user(api_key, version)
-        spec = api_table(ctx.broker.clustered)[api_key]
+        spec = ctx.services.support.api_table()[api_key]
         frame = encode_request(request, version, 0, CLIENT_ID)
         _header, decoded = decode_request(memoryview(frame)[4:], api_key, version)
-        refused = request_refusal(ctx, decoded) if ctx.broker.authorizer is not None else None
+        refused = request_refusal(ctx, decoded) if ctx.services.authorizer is not None else None
         if refused is not None:
             assert spec.error_response is not None
             response = spec.error_response(decoded, version, refused)

@@ -152,10 +152,10 @@ class LiveFigures:
 
     def _visible(self, request: web.Request, item: dict[str, Any]) -> dict[str, Any]:
         """`item` with only the topics the stream's user may DESCRIBE."""
-        state, topics = self.broker.state, item.get("topics")
-        if state is None or state.authorizer is None or not topics:
+        services, topics = self.broker.services, item.get("topics")
+        if services is None or services.authorizer is None or not topics:
             return item
-        user = context(state, request, listener_name(self.broker))
+        user = context(services, request, listener_name(self.broker))
         allowed = authorized_topics(user, "DESCRIBE", topics)
         return {**item, "topics": {n: v for n, v in topics.items() if n in allowed}}
 

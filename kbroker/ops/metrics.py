@@ -33,7 +33,8 @@ from kbroker.server.request_metrics import TIMES
 from kbroker.utils.histogram import Histogram
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker, BrokerState
+    from kbroker.broker import Broker, BrokerComponents
+    from kbroker.server.request_services import RequestServices
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,7 @@ def collect_steps(broker: Broker, out: Families) -> Iterator[None]:
     _logs(out, state)
 
 
-def _topic_stats(out: Families, state: BrokerState) -> None:
+def _topic_stats(out: Families, state: BrokerComponents) -> None:
     def add(labels: dict[str, str], stats: TopicStats) -> None:
         for attr, spec in _TOPIC_COUNTERS.items():
             out.add(spec.name, labels, getattr(stats, attr))
@@ -326,7 +327,7 @@ def _connections(out: Families, broker: Broker) -> None:
                 server.connections_closed.get(name, 0))
 
 
-def _partitions(out: Families, state: BrokerState) -> Iterator[None]:
+def _partitions(out: Families, state: BrokerComponents) -> Iterator[None]:
     manager = state.log_manager
     replica_manager = state.replica_manager
     leaders = under_replicated = under_min_isr = offline = 0
@@ -364,7 +365,7 @@ def _partitions(out: Families, state: BrokerState) -> Iterator[None]:
     out.add("kafka_server_replicamanager_isrexpands_total", {}, replica_manager.isr_expands)
 
 
-def controller_figures(state: BrokerState) -> tuple[int, int, int, int]:
+def controller_figures(state: BrokerComponents) -> tuple[int, int, int, int]:
     """(active, offline partitions, topics, partitions) as the controller counts them; a
     broker that is not the controller reports zeros, as in Kafka."""
     if state.zk_broker is None:  # a single broker is the controller of its cluster
@@ -380,7 +381,7 @@ def controller_figures(state: BrokerState) -> tuple[int, int, int, int]:
     return 1, offline, len(ctx.assignments), len(ctx.states)
 
 
-def _controller(out: Families, state: BrokerState) -> None:
+def _controller(out: Families, state: BrokerComponents) -> None:
     active, offline, topics, partitions = controller_figures(state)
     out.add("kafka_controller_kafkacontroller_activecontrollercount", {}, active)
     out.add("kafka_controller_kafkacontroller_offlinepartitionscount", {}, offline)
@@ -388,7 +389,7 @@ def _controller(out: Families, state: BrokerState) -> None:
     out.add("kafka_controller_kafkacontroller_globalpartitioncount", {}, partitions)
 
 
-def group_lag(state: BrokerState, group: Any) -> Iterator[tuple[str, int, int, int | None]]:
+def group_lag(state: BrokerComponents | RequestServices, group: Any) -> Iterator[tuple[str, int, int, int | None]]:
     """(topic, partition, committed offset, lag or None) of each committed offset of a
     group; lag = high watermark - committed, where this broker holds a replica."""
     for (topic, partition), om in sorted(group.offsets.items()):
@@ -397,7 +398,7 @@ def group_lag(state: BrokerState, group: Any) -> Iterator[tuple[str, int, int, i
         yield topic, partition, om.offset, lag
 
 
-def _groups(out: Families, state: BrokerState) -> Iterator[None]:
+def _groups(out: Families, state: BrokerComponents) -> Iterator[None]:
     coordinator = state.group_coordinator
     groups = list(coordinator.groups.values())
     out.add("kafka_coordinator_group_groupmetadatamanager_numgroups", {}, len(groups))
@@ -426,7 +427,7 @@ def _groups(out: Families, state: BrokerState) -> Iterator[None]:
                                                     "topic": topic}, total)
 
 
-def _logs(out: Families, state: BrokerState) -> None:
+def _logs(out: Families, state: BrokerComponents) -> None:
     manager = state.log_manager
     out.histogram("kafka_log_logflushstats_logflushrateandtimems", {}, manager.flush_times_ms)
     offline = [d for d in manager.log_dirs if manager.failures.is_offline(d)]

@@ -75,7 +75,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     waits: list[_Wait] = []
     timeout_s = max(request.timeout_ms, 0) / 1000
     # Parked Fetches (followers, consumers) are woken once every partition is appended.
-    with ctx.broker.append_notifier.held():
+    with ctx.services.append_notifier.held():
         for topic in request.topic_data:
             partitions = []
             for pd in topic.partition_data:
@@ -180,10 +180,10 @@ def _append(
     ctx: RequestContext, topic: str, pd: ProduceRequest.PartitionProduceData, acks: int,
 ) -> tuple[PartitionResponse, Future[None] | None, _Wait | None]:
     try:
-        partition = ctx.broker.replica_manager.leader_partition(TopicPartition(topic, pd.index))
+        partition = ctx.services.replica_manager.leader_partition(TopicPartition(topic, pd.index))
     except KafkaError as e:
         return _error(pd.index, e.error_code), None, None
-    stats = ctx.broker.topic_stats.topic(topic)
+    stats = ctx.services.topic_stats.topic(topic)
     stats.total_produce_requests += 1
     if not isinstance(pd.records, memoryview | bytes | bytearray) or len(pd.records) == 0:
         stats.failed_produce_requests += 1
