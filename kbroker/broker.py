@@ -29,7 +29,6 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
-import enum
 import gc
 import logging
 import os
@@ -69,6 +68,7 @@ from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_string, quota_values
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kbroker.server.append_notifier import AppendNotifier
+from kbroker.server.broker_phase import BrokerPhase
 from kbroker.server.broker_topic_stats import BrokerTopicStats
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
 from kbroker.server.request_services import CurrentBrokerConfig, RequestServices, local_log
@@ -94,18 +94,6 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 PRODUCER_ID_EXPIRATION_CHECK_S = 600.0  # Kafka's producer.id.expiration.check.interval.ms
-
-
-class BrokerPhase(enum.IntEnum):
-    """Where the broker is in its life: Kafka's BrokerState values (the metric
-    kafka.server:type=KafkaServer,name=BrokerState); /readyz answers ready in RUNNING only."""
-
-    NOT_RUNNING = 0
-    STARTING = 1  # cluster mode: connecting to ZooKeeper
-    RECOVERY = 2  # loading (and, after an unclean shutdown, recovering) the logs
-    RUNNING = 3
-    PENDING_CONTROLLED_SHUTDOWN = 6
-    SHUTTING_DOWN = 7
 
 
 class BrokerComponents:
@@ -220,8 +208,6 @@ class BrokerComponents:
             self.producer_id_manager = ZkProducerIdManager(config.node_id)
         else:
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
-        self._strays_checked = False
-        self._metadata_waiters: list[asyncio.Future[None]] = []
 
     async def connect_cluster(self) -> None:
         """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties."""
@@ -237,7 +223,7 @@ class BrokerComponents:
         local_id = self.config.cluster_id or (next(iter(local)) if len(local) == 1 else None)
         cluster_id = await self.zk_broker.connect(local_id)
         zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
-                       self.metadata_changed, self.on_metadata_update)
+                       self.replica_manager, self.log_manager, self.append_notifier)
         self.support = zk
         self.topic_admin = ZkTopicAdmin(self.current_config, self.node_id, self.topics, self.cluster, zk)
         self.cluster_id = ensure_meta_properties(self.config.log_dirs, self.config.node_id, cluster_id)
@@ -424,59 +410,8 @@ class BrokerComponents:
         return self.topic_admin.create_topic_now(name, partitions, configs)
 
     async def metadata_changed(self, timeout_s: float) -> None:
-        """Return after the next UpdateMetadata, or after `timeout_s`."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._metadata_waiters.append(fut)
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            pass
-        finally:
-            if fut in self._metadata_waiters:
-                self._metadata_waiters.remove(fut)
-
-    def on_metadata_update(self) -> None:
-        """Cluster mode, after each UpdateMetadata: wake the admin requests waiting for it.
-        After the first (which names every partition): local logs of topics the cluster no
-        longer has, or has under another topic id (deleted, perhaps re-created, while
-        this broker was down), are removed once ZooKeeper confirms it (Kafka's stray log
-        detection)."""
-        waiters, self._metadata_waiters = self._metadata_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-        for partition in self.replica_manager.leader_partitions():
-            # a follower that left the live brokers is no longer waited for
-            if partition.maybe_increment_high_watermark():
-                self.append_notifier.notify(partition.topic_partition)
-        if self._strays_checked or self.zk_broker is None:
-            return
-        self._strays_checked = True
-        suspects = {}
-        for tp, lg in self.log_manager.all_logs().items():
-            info = self.topics.get(tp.topic)
-            if info is None or (lg.topic_id is not None and info.topic_id != lg.topic_id):
-                suspects[tp] = lg.topic_id
-        if suspects:
-            asyncio.ensure_future(self._remove_strays(suspects))
-
-    async def _remove_strays(self, suspects: dict[TopicPartition, uuid.UUID | None]) -> None:
-        assert self.zk_broker is not None
-        doomed = []
-        for tp, topic_id in suspects.items():
-            try:
-                found = await self.zk_broker.admin.read_assignment(tp.topic)
-            except Exception:
-                log.exception("checking %s in ZooKeeper failed", tp)
-                continue
-            if tp in self.replica_manager.partitions:
-                continue  # the controller gave it to us meanwhile
-            if found is None or (topic_id is not None and found[0].topic_id != topic_id):
-                doomed.append(tp)
-        if doomed:
-            log.warning("removing %d stray partition logs of deleted topics: %s", len(doomed),
-                        ", ".join(str(tp) for tp in doomed[:10]))
-            self.log_manager.delete_logs(doomed)
+        """Return after the next UpdateMetadata, or after `timeout_s` (ZkSupport's)."""
+        await self.support.metadata_changed(timeout_s)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         """This broker's replica of the partition, or None when it has none."""

@@ -79,7 +79,7 @@ from kbroker.server.connection import decode_request, encode_response
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class ConsoleAdmin:
     """One write action of one console user (`request`): its connections to other
     brokers, opened as needed and closed at the end."""
 
-    def __init__(self, broker: Broker, request: web.Request) -> None:
+    def __init__(self, broker: ServedBroker, request: web.Request) -> None:
         self.broker = broker
         self.http_request = request
         self._connections: dict[tuple[str, int], AsyncBrokerConnection] = {}
@@ -171,7 +171,7 @@ class ConsoleAdmin:
 
     async def _send(self, node_id: int | None, request: Any, version: int) -> Any:
         """`request`'s answer from broker `node_id` (None: this one)."""
-        state = self.broker.state
+        state = self.broker.services
         if node_id is None or state is not None and node_id == state.node_id:
             return await self._local(request, version)
         check = REMOTE_CHECKS.get(request.API_KEY)
@@ -355,7 +355,7 @@ class BadRequest(ValueError):
     """The HTTP request itself is wrong (400), before anything is sent to Kafka."""
 
 
-def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]) -> None:
+def add_routes(app: web.Application, broker: ServedBroker, written: Callable[[], None]) -> None:
     """The write routes; `written` is called after every write that was sent."""
 
     def route(method: str, path: str, action: Action) -> None:
@@ -382,7 +382,7 @@ def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]
     route("POST", "/api/groups/{group}/offsets", _reset_offsets)
 
 
-def _refusal(broker: Broker, request: web.Request) -> web.Response | None:
+def _refusal(broker: ServedBroker, request: web.Request) -> web.Response | None:
     if not broker.config.operations_write_enable:
         return web.json_response({"error": "the console is read-only: writes need "
                                            "operations.write.enable=true"}, status=403)
@@ -391,7 +391,7 @@ def _refusal(broker: Broker, request: web.Request) -> web.Response | None:
             or request.headers.get("Sec-Fetch-Site") == "cross-site"):
         return web.json_response({"error": f"a write from another origin ({origin})"},
                                  status=403)
-    if broker.state is None or not broker.running:
+    if broker.services is None or not broker.running:
         return web.json_response({"error": f"the broker is not running ({broker.phase.name})"},
                                  status=503)
     if request.method == "POST" and request.content_type != "application/json":

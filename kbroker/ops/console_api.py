@@ -65,7 +65,7 @@ from kbroker.server.authorization import authorize_group, authorize_topic, autho
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 MAX_RECORDS = 500
 DEFAULT_RECORDS = 20
@@ -78,7 +78,7 @@ BENCH_DIRS = (Path.cwd() / "bench" / "results",
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def add_routes(app: web.Application, broker: Broker) -> None:
+def add_routes(app: web.Application, broker: ServedBroker) -> None:
     cache: dict[str, tuple[float, bytes]] = {}  # URL -> (when, body): CACHE_S per URL
 
     def route(path: str, build: Callable[[RequestContext, web.Request], Any]) -> None:
@@ -141,7 +141,7 @@ def _visible_groups(user: RequestContext) -> list[Any]:
     return [g for g in groups if authorize_group(user, "DESCRIBE", g.group_id)]
 
 
-def overview(broker: Broker, user: RequestContext) -> dict[str, Any]:
+def overview(broker: ServedBroker, user: RequestContext) -> dict[str, Any]:
     state = user.services
     cluster = state.cluster
     controller = cluster.controller_id
@@ -153,9 +153,7 @@ def overview(broker: Broker, user: RequestContext) -> dict[str, Any]:
                         "this": node.broker_id == state.node_id})
     infos = _visible_topics(user)
     server = broker.server
-    components = broker.state
-    assert components is not None
-    _active, offline, _topics, _partitions = controller_figures(components)
+    _active, offline, _topics, _partitions = controller_figures(state)
     under = sum(1 for p in state.replica_manager.partitions.values()
                 if p.is_leader and len(p.isr) < len(p.state.replicas))
     return {

@@ -48,7 +48,7 @@ from kbroker.security.scram import MECHANISMS, credential_from_salted_password, 
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
     from kbroker.server.request_services import RequestServices
 
 REALM = "kbroker console"
@@ -63,7 +63,7 @@ CONSOLE_API_KEY = -1  # a RequestContext built for a console read names no Kafka
 class ConsoleAuth:
     """See the module docstring. `middleware` guards the console's URLs."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServedBroker) -> None:
         self.broker = broker
         # sha256(name NUL password) -> (until, what it was checked against)
         self._verified: dict[bytes, tuple[float, object]] = {}
@@ -181,7 +181,7 @@ def cache_key(request: web.Request) -> str:
     return f"{principal_of(request)}|{request.remote}|{request.rel_url}"
 
 
-def listener_name(broker: Broker) -> str:
+def listener_name(broker: ServedBroker) -> str:
     """The listener the console acts on: the inter-broker one (in cluster mode PLAINTEXT or
     SASL_PLAINTEXT, where the console logs in as the broker does: it reaches the other
     brokers as the brokers reach each other), else the first."""

@@ -11,27 +11,37 @@ then answers what a single broker answers.
     ZkSupport            the ZkBroker (controller, AdminZkClient, dynamic configs) and the
                          ZkMetadataCache the controller feeds with UpdateMetadata
 
-Owns: nothing but references (the ZkBroker, the cache, the transaction topic and its
-coordinator); the wiring (kbroker.broker) builds one of them.
+Owns: ZkSupport, the requests waiting for the next UpdateMetadata and whether the stray
+logs were looked for; otherwise references (the ZkBroker, the cache, the transaction
+topic and its coordinator). The wiring (kbroker.broker) builds one of them.
 Lock: the broker's event-loop thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kbroker.cluster.controller.controller import KafkaController
     from kbroker.cluster.dynamic_config import DynamicBrokerConfig
     from kbroker.cluster.metadata_cache import ZkMetadataCache
+    from kbroker.cluster.replica_manager import ReplicaManager
     from kbroker.cluster.zk_admin import AdminZkClient
     from kbroker.cluster.zk_broker import ZkBroker
+    from kbroker.common.topic_partition import TopicPartition
     from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
     from kbroker.coordinator.transaction_topic import TransactionTopic
     from kbroker.server.api_table import ApiSpec
+    from kbroker.server.append_notifier import AppendNotifier
     from kbroker.server.config_describe import ConfigSource
+    from kbroker.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
 
 
 class ZkRequired(Exception):
@@ -113,14 +123,16 @@ class ZkSupport(MetadataSupport):
     clustered = True
 
     def __init__(self, transaction_topic: TransactionTopic, zk_broker: ZkBroker,
-                 metadata_cache: ZkMetadataCache,
-                 metadata_changed: Callable[[float], Awaitable[None]],
-                 on_metadata_update: Callable[[], None]) -> None:
+                 metadata_cache: ZkMetadataCache, replica_manager: ReplicaManager,
+                 log_manager: LogManager, append_notifier: AppendNotifier) -> None:
         super().__init__(transaction_topic)
         self._zk_broker = zk_broker
         self.metadata_cache = metadata_cache
-        self._metadata_changed = metadata_changed
-        self.on_metadata_update = on_metadata_update  # after each UpdateMetadata
+        self.replica_manager = replica_manager
+        self.log_manager = log_manager
+        self.append_notifier = append_notifier
+        self._metadata_waiters: list[asyncio.Future[None]] = []
+        self._strays_checked = False
 
     def api_table(self) -> dict[int, ApiSpec]:
         from kbroker.server.api_table import CLUSTER_API_TABLE
@@ -134,7 +146,57 @@ class ZkSupport(MetadataSupport):
         return self.metadata_cache.ready
 
     async def metadata_changed(self, timeout_s: float) -> None:
-        await self._metadata_changed(timeout_s)
+        """Return after the next UpdateMetadata, or after `timeout_s`."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._metadata_waiters.append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            if fut in self._metadata_waiters:
+                self._metadata_waiters.remove(fut)
+
+    def on_metadata_update(self) -> None:
+        """After each UpdateMetadata: wake the requests waiting for it. After the first
+        (which names every partition): local logs of topics the cluster no longer has, or
+        has under another topic id (deleted, perhaps re-created, while this broker was
+        down), are removed once ZooKeeper confirms it (Kafka's stray log detection)."""
+        waiters, self._metadata_waiters = self._metadata_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+        for partition in self.replica_manager.leader_partitions():
+            # a follower that left the live brokers is no longer waited for
+            if partition.maybe_increment_high_watermark():
+                self.append_notifier.notify(partition.topic_partition)
+        if self._strays_checked:
+            return
+        self._strays_checked = True
+        suspects = {}
+        for tp, lg in self.log_manager.all_logs().items():
+            info = self.metadata_cache.get(tp.topic)
+            if info is None or (lg.topic_id is not None and info.topic_id != lg.topic_id):
+                suspects[tp] = lg.topic_id
+        if suspects:
+            asyncio.ensure_future(self._remove_strays(suspects))
+
+    async def _remove_strays(self, suspects: dict[TopicPartition, uuid.UUID | None]) -> None:
+        doomed = []
+        for tp, topic_id in suspects.items():
+            try:
+                found = await self.admin.read_assignment(tp.topic)
+            except Exception:
+                log.exception("checking %s in ZooKeeper failed", tp)
+                continue
+            if tp in self.replica_manager.partitions:
+                continue  # the controller gave it to us meanwhile
+            if found is None or (topic_id is not None and found[0].topic_id != topic_id):
+                doomed.append(tp)
+        if doomed:
+            log.warning("removing %d stray partition logs of deleted topics: %s", len(doomed),
+                        ", ".join(str(tp) for tp in doomed[:10]))
+            self.log_manager.delete_logs(doomed)
 
     def live_config_keys(self) -> frozenset[str]:
         from kbroker.cluster.dynamic_config import LIVE_KEYS
@@ -165,6 +227,10 @@ class ZkSupport(MetadataSupport):
     def dynamic(self) -> DynamicBrokerConfig:
         """This broker's dynamic config layers, as ZooKeeper has them."""
         return self._zk_broker.dynamic
+
+    def registered(self) -> bool:
+        """This broker's registration is in ZooKeeper (/brokers/ids)."""
+        return self._zk_broker.registration is not None
 
     def record_live_leader(self, broker_id: int, host: str, port: int) -> None:
         """A leader named by LeaderAndIsr: reachable there until UpdateMetadata says more."""

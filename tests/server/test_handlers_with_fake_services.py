@@ -163,9 +163,20 @@ class FakeReplicaManager:
             raise KafkaError("not here", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return FakePartition()
 
+    def leader_partitions(self) -> list[FakePartition]:
+        return []
+
+
+class FakeLogManager:
+    def all_logs(self) -> dict[TopicPartition, FakeLog]:
+        return {}
+
 
 class FakeMetadataCache:
     ready = True
+
+    def get(self, name: str) -> TopicInfo | None:
+        return None
 
 
 def single_broker_support() -> MetadataSupport:
@@ -173,10 +184,8 @@ def single_broker_support() -> MetadataSupport:
 
 
 def zk_support() -> MetadataSupport:
-    async def metadata_changed(timeout_s: float) -> None:
-        pass
-
-    return ZkSupport(None, None, FakeMetadataCache(), metadata_changed, lambda: None)  # type: ignore[arg-type]
+    return ZkSupport(None, None, FakeMetadataCache(), FakeReplicaManager(),  # type: ignore[arg-type]
+                     FakeLogManager(), None)
 
 
 SUPPORTS = {"single": single_broker_support, "zk": zk_support}
@@ -251,14 +260,21 @@ def test_metadata_waits_for_a_cluster_broker_to_hear_from_the_controller() -> No
     cache = support.metadata_cache
     cache.ready = False  # type: ignore[misc]
 
-    async def ready_after_one_update(timeout_s: float) -> None:
+    def first_update_metadata() -> None:
         cache.ready = True  # type: ignore[misc]
+        support.on_metadata_update()
 
-    support._metadata_changed = ready_after_one_update
     s = services(TopicInfo("a", uuid.uuid4(), 1), support=support)
     answer = metadata.handle(context(s, 3, 12), MetadataRequest(topics=None))
     assert not isinstance(answer, MetadataResponse)  # it waits
-    got = roundtrip(asyncio.run(answer), 12)  # type: ignore[arg-type]
+
+    async def run() -> MetadataResponse:
+        waiting = asyncio.ensure_future(answer)  # type: ignore[arg-type]
+        # runs after the handler's first step, which parks it on the next UpdateMetadata
+        asyncio.get_running_loop().call_soon(first_update_metadata)
+        return await waiting
+
+    got = roundtrip(asyncio.run(run()), 12)
     assert [t.name for t in got.topics] == ["a"]
 
 
