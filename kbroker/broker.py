@@ -12,7 +12,7 @@ embedding and tests) and returns once the port answers; `serve_forever()` runs
 it in the calling thread until `stop()` or SIGTERM/SIGINT (the CLI). There is no
 global state: two Brokers in one process are independent.
 
-Threading: everything in BrokerState (logs, topic registry, connections) is
+Threading: everything in BrokerComponents (logs, topic registry, connections) is
 used from the broker's loop thread only; `Broker.stop()` hands over to that
 thread with call_soon_threadsafe.
 
@@ -29,7 +29,6 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
-import enum
 import gc
 import logging
 import os
@@ -43,7 +42,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kbroker.cluster.broker_topic_stats import BrokerTopicStats
-from kbroker.cluster.controller.replica_assignment import assign_replicas
 from kbroker.cluster.fetch_session import FetchSessionCache
 from kbroker.cluster.metadata_cache import (
     ClusterView,
@@ -54,9 +52,6 @@ from kbroker.cluster.metadata_cache import (
 from kbroker.cluster.partition import Partition
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
-from kbroker.common.error_code import ErrorCode
-from kbroker.common.errors import KafkaError
-from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig, ConfigError, Listener, broker_config
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
@@ -73,7 +68,11 @@ from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_string, quota_values
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from kbroker.storage.errors import KafkaStorageError
+from kbroker.server.broker_phase import BrokerPhase
+from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
+from kbroker.server.request_services import CurrentBrokerConfig, RequestServices, local_log
+from kbroker.server.topic_admin import SingleBrokerTopicAdmin, TopicAdmin
+from kbroker.server.zk_topic_admin import ZkTopicAdmin
 from kbroker.storage.log import Log
 from kbroker.storage.log_cleaner import CleanerConfig
 from kbroker.storage.log_config import LogConfig
@@ -96,28 +95,20 @@ SHUTDOWN_GRACE_SECONDS = 10.0
 PRODUCER_ID_EXPIRATION_CHECK_S = 600.0  # Kafka's producer.id.expiration.check.interval.ms
 
 
-class BrokerPhase(enum.IntEnum):
-    """Where the broker is in its life: Kafka's BrokerState values (the metric
-    kafka.server:type=KafkaServer,name=BrokerState); /readyz answers ready in RUNNING only."""
-
-    NOT_RUNNING = 0
-    STARTING = 1  # cluster mode: connecting to ZooKeeper
-    RECOVERY = 2  # loading (and, after an unclean shutdown, recovering) the logs
-    RUNNING = 3
-    PENDING_CONTROLLED_SHUTDOWN = 6
-    SHUTTING_DOWN = 7
-
-
-class BrokerState:
-    """What request handlers use: config, logs, topics, the cluster, the coordinators.
+class BrokerComponents:
+    """The broker's collaborators, built and wired together: config, logs, topics, the
+    cluster, the coordinators. Request handlers see them through RequestServices
+    (`request_services()`), never this object.
 
     Single broker (no zookeeper.connect): topics are the TopicRegistry's and this broker
     leads every partition. Cluster mode: topics and leaders come from the controller
     (ZkMetadataCache, fed by UpdateMetadata), partitions from its LeaderAndIsr
-    (ReplicaManager), and topic changes are written to ZooKeeper (ZkBroker)."""
+    (ReplicaManager), and topic changes are written to ZooKeeper (ZkBroker). What differs
+    is behind `support` (SingleBrokerSupport / ZkSupport) and `topic_admin`
+    (SingleBrokerTopicAdmin / ZkTopicAdmin)."""
 
     def __init__(self, config: BrokerConfig, time: Time) -> None:
-        self.config = config
+        self.current_config = CurrentBrokerConfig(config)
         self.time = time
         self.node_id = config.node_id
         self.clustered = config.zookeeper_connect is not None
@@ -136,7 +127,6 @@ class BrokerState:
             self.cluster_id = config.cluster_id or ""
         else:
             self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
-        self.default_log_config = config.log_config()
         self.log_manager = LogManager(
             list(config.log_dirs),
             self.default_log_config,
@@ -200,6 +190,14 @@ class BrokerState:
             self.authorizer = AclAuthorizer(
                 None if self.clustered else os.path.join(config.log_dirs[0], ACLS_FILE),
                 config.super_users, config.allow_everyone_if_no_acl_found)
+        self.support: MetadataSupport
+        self.topic_admin: TopicAdmin
+        if not self.clustered:
+            assert self.registry is not None
+            self.support = SingleBrokerSupport(self.transaction_topic, self.txn_coordinator)
+            self.topic_admin = SingleBrokerTopicAdmin(
+                self.current_config, config.node_id, self.registry, self.cluster, self.log_manager,
+                self.replica_manager, self.group_coordinator, self.topic_stats)
         if self.clustered:
             self.group_coordinator.owned_partitions = set()
             self.replica_manager.is_alive = lambda b: cache.broker(b) is not None
@@ -208,9 +206,6 @@ class BrokerState:
             self.producer_id_manager = ZkProducerIdManager(config.node_id)
         else:
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
-        self._creating: set[str] = set()
-        self._strays_checked = False
-        self._metadata_waiters: list[asyncio.Future[None]] = []
 
     async def connect_cluster(self) -> None:
         """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties."""
@@ -225,6 +220,10 @@ class BrokerState:
                  if (p := read_meta_properties(d)) is not None} - {None}
         local_id = self.config.cluster_id or (next(iter(local)) if len(local) == 1 else None)
         cluster_id = await self.zk_broker.connect(local_id)
+        zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
+                       self.replica_manager, self.log_manager)
+        self.support = zk
+        self.topic_admin = ZkTopicAdmin(self.current_config, self.node_id, self.topics, self.cluster, zk)
         self.cluster_id = ensure_meta_properties(self.config.log_dirs, self.config.node_id, cluster_id)
         dynamic = await self.zk_broker.load_dynamic_configs()
         if dynamic is not None:
@@ -280,8 +279,7 @@ class BrokerState:
         except ConfigError as e:  # checked before it was stored; another version wrote it?
             log.error("ignoring dynamic broker configs that do not validate: %s", e)
             return
-        self.config = config
-        self.default_log_config = default
+        self.current_config.update(config, default)
         manager = self.log_manager
         manager.default_config = default
         for topic in {tp.topic for tp in manager.all_logs()}:
@@ -331,16 +329,6 @@ class BrokerState:
             if partition is None or not partition.is_leader:
                 coordinator.on_resigned(index)
 
-    def ensure_transaction_topic(self) -> bool:
-        """__transaction_state exists (or is being created: False); a single broker then
-        coordinates all its partitions."""
-        created = self.transaction_topic.ensure_created()
-        if created and not self.clustered:
-            for index in range(self.transaction_topic.num_partitions):
-                if not self.txn_coordinator.owns(index):
-                    self.txn_coordinator.on_elected(index, 0)
-        return created
-
     def _partition_leader(self, tp: TopicPartition) -> int:
         """The leader of a partition for the transaction markers (-2: it does not exist)."""
         pm = self.cluster.partition(tp)
@@ -375,7 +363,7 @@ class BrokerState:
             self._reconcile_logs(self.registry)
         self.group_coordinator.startup()
         if not self.clustered and self.transaction_topic.exists:
-            self.ensure_transaction_topic()
+            self.support.ensure_transaction_topic()
 
     def _reconcile_logs(self, registry: TopicRegistry) -> None:
         """Adopt partitions found on disk but missing from the registry; create missing logs."""
@@ -399,171 +387,53 @@ class BrokerState:
 
     # -- topics
 
+    @property
+    def config(self) -> BrokerConfig:
+        return self.current_config.current
+
+    @property
+    def default_log_config(self) -> LogConfig:
+        return self.current_config.default_log_config
+
     def log_config_for(self, info: TopicInfo) -> LogConfig:
-        if not info.configs:
-            return self.default_log_config
-        return LogConfig.from_props(info.configs, base=self.default_log_config)
+        return self.current_config.log_config_for(info)
 
     def create_topic(
         self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
     ) -> TopicInfo:
         """Register the topic and create its partition logs (a single broker). Raises
         InvalidTopicError, KeyError."""
-        registry = self.local_registry()
-        count = self.config.num_partitions if partitions is None else partitions
-        try:
-            info = registry.create(name, count, configs)
-        except OSError as e:  # nothing was kept: the registry undid it in memory
-            raise KafkaStorageError(f"cannot write the topic registry: {e}") from e
-        try:
-            self.create_logs(info, range(count))
-            if count >= 1000:
-                gc.freeze()  # see Broker._run: long-lived logs out of full collections
-        except BaseException:
-            registry.forget(name)
-            try:
-                registry.save()
-            except OSError as e:  # the registry on disk still lists it: a restart creates its logs
-                log.warning("could not remove the failed topic %s from the registry: %s", name, e)
-            raise
-        log.info("created topic %s (%d partitions, id %s)", name, count,
-                 uuid_to_base64(info.topic_id))
-        return info
-
-    def create_logs(self, info: TopicInfo, partitions: range) -> None:
-        """Create the topic's partition logs, all or none: a failure part-way (no space, no
-        descriptors) removes the ones this call created and raises KafkaStorageError
-        naming the cause."""
-        config = self.log_config_for(info)
-        created: list[TopicPartition] = []
-        try:
-            for p in partitions:
-                tp = TopicPartition(info.name, p)
-                self.log_manager.get_or_create_log(tp, info.topic_id, config, sync=False)
-                created.append(tp)
-            self.log_manager.sync_dirs()  # one syncfs per log dir, not fsyncs per file
-        except Exception as e:
-            for tp in created:
-                self.log_manager.discard_log(tp)
-            raise KafkaStorageError(
-                f"creating partition {partitions.start + len(created)} of {info.name} failed "
-                f"({len(created)} of {len(partitions)} created, now removed): {e}") from e
+        if not isinstance(self.topic_admin, SingleBrokerTopicAdmin):
+            raise RuntimeError("a cluster's topics live in ZooKeeper, not in a registry")
+        return self.topic_admin.create_topic_now(name, partitions, configs)
 
     async def metadata_changed(self, timeout_s: float) -> None:
-        """Return after the next UpdateMetadata, or after `timeout_s`."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._metadata_waiters.append(fut)
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            pass
-        finally:
-            if fut in self._metadata_waiters:
-                self._metadata_waiters.remove(fut)
-
-    def on_metadata_update(self) -> None:
-        """Cluster mode, after each UpdateMetadata: wake the admin requests waiting for it.
-        After the first (which names every partition): local logs of topics the cluster no
-        longer has, or has under another topic id (deleted, perhaps re-created, while
-        this broker was down), are removed once ZooKeeper confirms it (Kafka's stray log
-        detection)."""
-        waiters, self._metadata_waiters = self._metadata_waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-        for partition in self.replica_manager.leader_partitions():
-            # a follower that left the live brokers is no longer waited for
-            if partition.maybe_increment_high_watermark():
-                self.replica_manager.check_and_complete_fetch(partition.topic_partition)
-        if self._strays_checked or self.zk_broker is None:
-            return
-        self._strays_checked = True
-        suspects = {}
-        for tp, lg in self.log_manager.all_logs().items():
-            info = self.topics.get(tp.topic)
-            if info is None or (lg.topic_id is not None and info.topic_id != lg.topic_id):
-                suspects[tp] = lg.topic_id
-        if suspects:
-            asyncio.ensure_future(self._remove_strays(suspects))
-
-    async def _remove_strays(self, suspects: dict[TopicPartition, uuid.UUID | None]) -> None:
-        assert self.zk_broker is not None
-        doomed = []
-        for tp, topic_id in suspects.items():
-            try:
-                found = await self.zk_broker.admin.read_assignment(tp.topic)
-            except Exception:
-                log.exception("checking %s in ZooKeeper failed", tp)
-                continue
-            if tp in self.replica_manager.partitions:
-                continue  # the controller gave it to us meanwhile
-            if found is None or (topic_id is not None and found[0].topic_id != topic_id):
-                doomed.append(tp)
-        if doomed:
-            log.warning("removing %d stray partition logs of deleted topics: %s", len(doomed),
-                        ", ".join(str(tp) for tp in doomed[:10]))
-            self.log_manager.delete_logs(doomed)
+        """Return after the next UpdateMetadata, or after `timeout_s` (ZkSupport's)."""
+        await self.support.metadata_changed(timeout_s)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         """This broker's replica of the partition, or None when it has none."""
-        info = self.topics.get(topic)
-        if info is None or not 0 <= partition < info.partitions:
-            return None
-        return self.log_manager.get_log(TopicPartition(topic, partition))
-
-    def local_registry(self) -> TopicRegistry:
-        """The topic registry of a single broker (a cluster's topics live in ZooKeeper)."""
-        if self.registry is None:
-            raise RuntimeError("a cluster's topics live in ZooKeeper, not in a registry")
-        return self.registry
+        return local_log(self.topics, self.log_manager, topic, partition)
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: Mapping[str, str]) -> bool:
-        """Create an internal topic on first need; True once it exists with leaders. A
-        single broker creates it now; a cluster writes it to ZooKeeper in the background
-        (False until the controller has elected its leaders here)."""
-        if self.topics.get(name) is not None:
-            return True
-        if not self.clustered:
-            self.create_topic(name, partitions, configs)
-            return True
-        self.create_topic_in_cluster(name, partitions, replication_factor, configs)
-        return False
+        """Create an internal topic on first need (the coordinators' topics ask)."""
+        return self.topic_admin.create_internal_topic(name, partitions, replication_factor, configs)
 
-    def auto_create_topic(self, name: str) -> TopicInfo | None:
-        """Metadata's auto-creation (auto.create.topics.enable): the topic now (a single
-        broker) or None while a cluster creates it (the client sees LEADER_NOT_AVAILABLE
-        and asks again)."""
-        if not self.clustered:
-            return self.create_topic(name)
-        self.create_topic_in_cluster(name, self.config.num_partitions,
-                                     self.config.default_replication_factor, {})
-        return None
-
-    def create_topic_in_cluster(self, name: str, partitions: int, replication_factor: int,
-                                configs: Mapping[str, str]) -> None:
-        """Write a new topic to ZooKeeper in the background (once at a time per name)."""
-        if name in self._creating or self.zk_broker is None:
-            return
-        self._creating.add(name)
-        zk_broker = self.zk_broker
-
-        async def create() -> None:
-            try:
-                brokers = {b.broker_id: b.rack for b in self.cluster.alive_brokers()}
-                assignment = assign_replicas(brokers, partitions, replication_factor)
-                await zk_broker.admin.create_topic(name, assignment, configs)
-                log.info("creating topic %s (%d partitions, replication factor %d)", name,
-                         partitions, replication_factor)
-            except KafkaError as e:
-                if e.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                    log.warning("cannot create topic %s: %s", name, e)
-            except Exception:
-                log.exception("creating topic %s failed", name)
-            finally:
-                self._creating.discard(name)
-
-        asyncio.ensure_future(create())
+    def request_services(self) -> RequestServices:
+        """What request handlers see (once the cluster is joined and the logs loaded)."""
+        return RequestServices(
+            dynamic_config=self.current_config, node_id=self.node_id, cluster_id=self.cluster_id,
+            time=self.time, topics=self.topics, cluster=self.cluster, support=self.support,
+            topic_admin=self.topic_admin, replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            fetch_sessions=self.fetch_sessions, group_coordinator=self.group_coordinator,
+            offsets_topic=self.offsets_topic, txn_coordinator=self.txn_coordinator,
+            transaction_topic=self.transaction_topic, marker_writer=self.marker_writer,
+            producer_id_manager=self.producer_id_manager, authorizer=self.authorizer,
+            client_quotas=self.client_quotas, scram_credentials=self.scram_credentials,
+            topic_stats=self.topic_stats, metadata_topic_cache=self.metadata_topic_cache,
+            shutting_down=lambda: self.shutting_down)
 
     def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
         return self.endpoints[listener_name]
@@ -613,7 +483,8 @@ class Broker:
         self.config = broker_config(config)
         self.time = time
         self.trace = trace  # the protocol trace (kbroker serve --trace), off unless given
-        self.state: BrokerState | None = None
+        self.state: BrokerComponents | None = None
+        self.services: RequestServices | None = None  # what handlers see, once serving
         self.server: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -728,7 +599,7 @@ class Broker:
         self.phase = BrokerPhase.STARTING
         await self._start_operations()
         try:
-            state = BrokerState(self.config, self.time)
+            state = BrokerComponents(self.config, self.time)
         except BaseException:
             await self._stop_operations()
             raise
@@ -745,7 +616,8 @@ class Broker:
             # allocates enough to trigger one.
             gc.freeze()
             trace = ProtocolTrace(self.trace, loop) if self.trace is not None else None
-            server = SocketServer(state, loop, trace, self.request_metrics)
+            self.services = state.request_services()
+            server = SocketServer(self.services, loop, trace, self.request_metrics)
             self.server = server
             # A cluster broker serves nobody before it is registered (see listener.py).
             server.start(accepting=state.zk_broker is None)
@@ -785,7 +657,7 @@ class Broker:
         finally:
             await self._shutdown(state, server)
 
-    def _log_dir_offline(self, state: BrokerState, log_dir: str, any_left: bool) -> None:
+    def _log_dir_offline(self, state: BrokerComponents, log_dir: str, any_left: bool) -> None:
         state.log_manager.take_dir_offline(log_dir)
         if not any_left and self._stop_event is not None:
             # Kafka halts when every log dir has failed: nothing could be served.
@@ -793,7 +665,7 @@ class Broker:
             log.error("%s", self.failure)
             self._stop_event.set()
 
-    def _start_periodic(self, state: BrokerState) -> None:
+    def _start_periodic(self, state: BrokerComponents) -> None:
         if state.log_manager.cleaner is not None:
             state.log_manager.cleaner.start()
         self._periodic = [
@@ -845,7 +717,7 @@ class Broker:
         if self.operations is not None:
             await self.operations.stop()
 
-    async def _shutdown(self, state: BrokerState, server: Any) -> None:
+    async def _shutdown(self, state: BrokerComponents, server: Any) -> None:
         log.info("kbroker shutting down")
         if state.zk_broker is not None:  # leaderships move away while we still serve
             self.phase = BrokerPhase.PENDING_CONTROLLED_SHUTDOWN

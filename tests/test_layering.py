@@ -7,7 +7,15 @@
     4  kbroker.spark, kbroker.config, kbroker.coordinator, kbroker.metadata, kbroker.cluster,
        kbroker.security
        (these may import one another and layer 3; never the serving layer)
-    -  the serving layer and entry points: kbroker.server, kbroker.broker, kbroker.cli, ...
+    5  kbroker.server                                  the request handlers and their services
+    6  kbroker.ops                                     the operations listener and console
+       (neither imports the wiring, kbroker.broker: the import circle through broker.py,
+       server/ and ops/ is gone)
+    -  the wiring and entry points: kbroker.broker, kbroker.cli, ...
+
+Handlers reach cluster mode only through their services' support object
+(server/metadata_support.py): no module under kbroker/server/apis/ names `clustered`
+or `zk_broker`.
 
 Every import counts: at module level, inside functions, under TYPE_CHECKING, and the
 `import` / `cimport` lines of .pyx and .pxd files (a core module importing upwards at
@@ -18,7 +26,9 @@ records/recompress.py made a cycle).
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +55,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "kbroker.metadata": _UPPER,
     "kbroker.cluster": _UPPER,
     "kbroker.security": _UPPER,
+    "kbroker.server": _UPPER,
+    "kbroker.ops": (*_UPPER, "kbroker.server"),
 }
 
 _CYTHON_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\b|c?import\s+([\w.]+))", re.M)
@@ -93,8 +105,8 @@ def upward_imports(root: Path) -> list[str]:
         if allowed is None:
             continue  # the serving layer and entry points may import anything
         for imported in sorted(imported_modules(path, module)):
-            if imported.split(".")[0] != "kbroker" or imported == "kbroker":
-                continue
+            if imported.split(".")[0] != "kbroker" or imported in ("kbroker", "kbroker.__version__"):
+                continue  # the top package itself imports nothing on import (kbroker/__init__.py)
             target = package_of(imported)
             if target != own and target not in allowed:
                 bad.append(f"{module} -> {imported}")
@@ -103,6 +115,33 @@ def upward_imports(root: Path) -> list[str]:
 
 def test_no_package_imports_upwards() -> None:
     assert upward_imports(PACKAGE) == []
+
+
+MODE_NAMES = frozenset({"clustered", "zk_broker"})
+
+
+def mode_names(root: Path) -> list[str]:
+    """`module:line name` for each `clustered` / `zk_broker` identifier in a handler."""
+    found = []
+    for path in sorted((root / "server" / "apis").glob("*.py")):
+        tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        found += [f"{module_name(path, root)}:{t.start[0]} {t.string}" for t in tokens
+                  if t.type == tokenize.NAME and t.string in MODE_NAMES]
+    return found
+
+
+def test_handlers_reach_cluster_mode_only_through_the_support_object() -> None:
+    assert mode_names(PACKAGE) == []
+
+
+def test_the_check_finds_a_handler_asking_for_the_mode(tmp_path: Path) -> None:
+    root = tmp_path / "kbroker"
+    (root / "server" / "apis").mkdir(parents=True)
+    (root / "server" / "apis" / "h.py").write_text(
+        '"""clustered in a docstring is prose."""\n'
+        "def handle(ctx):\n    return ctx.services.clustered or ctx.zk_broker\n")
+    assert mode_names(root) == ["kbroker.server.apis.h:3 clustered",
+                                "kbroker.server.apis.h:3 zk_broker"]
 
 
 def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
@@ -115,7 +154,10 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
         "records/recompress.py": "def f():\n    from ..storage import log\n",
         "common/__init__.py": "from typing import TYPE_CHECKING\n"
                               "if TYPE_CHECKING:\n    import kbroker.client\n",
-        "server/handler.py": "from kbroker.broker import Broker\n",
+        "server/__init__.py": "",
+        "server/handler.py": "from typing import TYPE_CHECKING\n"
+                             "if TYPE_CHECKING:\n    from kbroker.broker import Broker\n",
+        "server/apis/h.py": "def f():\n    from kbroker import broker\n",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -124,4 +166,7 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
         "kbroker.common -> kbroker.client",
         "kbroker.records.recompress -> kbroker.storage",
         "kbroker.records.recompress -> kbroker.storage.log",
+        "kbroker.server.apis.h -> kbroker.broker",
+        "kbroker.server.handler -> kbroker.broker",
+        "kbroker.server.handler -> kbroker.broker.Broker",
     ]

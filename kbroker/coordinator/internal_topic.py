@@ -50,9 +50,11 @@ READ_CHUNK = 4 * 1024 * 1024
 
 
 class CoordinatorBroker(Protocol):
-    """What a coordinator's topic uses of the broker (BrokerState)."""
+    """What a coordinator's topic uses of the broker (BrokerComponents)."""
 
-    config: BrokerConfig
+    @property
+    def config(self) -> BrokerConfig: ...
+
     time: Time
     topics: TopicCatalog
     replica_manager: ReplicaManager

@@ -69,7 +69,6 @@ from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
 from kbroker.protocol.messages.response_header import ResponseHeader
-from kbroker.server.api_table import api_table
 from kbroker.server.authorization import (
     authorize_cluster,
     authorize_group,
@@ -80,7 +79,7 @@ from kbroker.server.connection import decode_request, encode_response
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +148,7 @@ class ConsoleAdmin:
     """One write action of one console user (`request`): its connections to other
     brokers, opened as needed and closed at the end."""
 
-    def __init__(self, broker: Broker, request: web.Request) -> None:
+    def __init__(self, broker: ServedBroker, request: web.Request) -> None:
         self.broker = broker
         self.http_request = request
         self._connections: dict[tuple[str, int], AsyncBrokerConnection] = {}
@@ -164,15 +163,15 @@ class ConsoleAdmin:
         self._connections.clear()
 
     def _user(self, api_key: int, version: int) -> RequestContext:
-        state = self.broker.state
-        if state is None:
+        services = self.broker.services
+        if services is None:
             raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not running")
-        return context(state, self.http_request, listener_name(self.broker), api_key, version,
+        return context(services, self.http_request, listener_name(self.broker), api_key, version,
                        client_id=CLIENT_ID)
 
     async def _send(self, node_id: int | None, request: Any, version: int) -> Any:
         """`request`'s answer from broker `node_id` (None: this one)."""
-        state = self.broker.state
+        state = self.broker.services
         if node_id is None or state is not None and node_id == state.node_id:
             return await self._local(request, version)
         check = REMOTE_CHECKS.get(request.API_KEY)
@@ -189,10 +188,10 @@ class ConsoleAdmin:
         response likewise."""
         api_key = request.API_KEY
         ctx = self._user(api_key, version)
-        spec = api_table(ctx.broker.clustered)[api_key]
+        spec = ctx.services.support.api_table()[api_key]
         frame = encode_request(request, version, 0, CLIENT_ID)
         _header, decoded = decode_request(memoryview(frame)[4:], api_key, version)
-        refused = request_refusal(ctx, decoded) if ctx.broker.authorizer is not None else None
+        refused = request_refusal(ctx, decoded) if ctx.services.authorizer is not None else None
         if refused is not None:
             assert spec.error_response is not None
             response = spec.error_response(decoded, version, refused)
@@ -356,7 +355,7 @@ class BadRequest(ValueError):
     """The HTTP request itself is wrong (400), before anything is sent to Kafka."""
 
 
-def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]) -> None:
+def add_routes(app: web.Application, broker: ServedBroker, written: Callable[[], None]) -> None:
     """The write routes; `written` is called after every write that was sent."""
 
     def route(method: str, path: str, action: Action) -> None:
@@ -383,7 +382,7 @@ def add_routes(app: web.Application, broker: Broker, written: Callable[[], None]
     route("POST", "/api/groups/{group}/offsets", _reset_offsets)
 
 
-def _refusal(broker: Broker, request: web.Request) -> web.Response | None:
+def _refusal(broker: ServedBroker, request: web.Request) -> web.Response | None:
     if not broker.config.operations_write_enable:
         return web.json_response({"error": "the console is read-only: writes need "
                                            "operations.write.enable=true"}, status=403)
@@ -392,7 +391,7 @@ def _refusal(broker: Broker, request: web.Request) -> web.Response | None:
             or request.headers.get("Sec-Fetch-Site") == "cross-site"):
         return web.json_response({"error": f"a write from another origin ({origin})"},
                                  status=403)
-    if broker.state is None or not broker.running:
+    if broker.services is None or not broker.running:
         return web.json_response({"error": f"the broker is not running ({broker.phase.name})"},
                                  status=503)
     if request.method == "POST" and request.content_type != "application/json":

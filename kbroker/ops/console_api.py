@@ -65,7 +65,7 @@ from kbroker.server.authorization import authorize_group, authorize_topic, autho
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 MAX_RECORDS = 500
 DEFAULT_RECORDS = 20
@@ -78,13 +78,13 @@ BENCH_DIRS = (Path.cwd() / "bench" / "results",
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def add_routes(app: web.Application, broker: Broker) -> None:
+def add_routes(app: web.Application, broker: ServedBroker) -> None:
     cache: dict[str, tuple[float, bytes]] = {}  # URL -> (when, body): CACHE_S per URL
 
     def route(path: str, build: Callable[[RequestContext, web.Request], Any]) -> None:
         async def handler(request: web.Request) -> web.Response:
-            state = broker.state
-            if state is None or not broker.running:
+            services = broker.services
+            if services is None or not broker.running:
                 return _error(503, f"the broker is not running ({broker.phase.name})")
             now = asyncio.get_running_loop().time()
             key = cache_key(request)
@@ -92,7 +92,7 @@ def add_routes(app: web.Application, broker: Broker) -> None:
             if found is None or now - found[0] >= CACHE_S:
                 if len(cache) >= CACHE_ENTRIES:
                     cache.clear()
-                user = context(state, request, listener_name(broker))
+                user = context(services, request, listener_name(broker))
                 found = cache[key] = (now, _dumps(build(user, request)).encode())
             return web.Response(body=found[1], content_type="application/json")
         app.router.add_get(path, handler)
@@ -131,18 +131,18 @@ def _topic_refused(name: str, operation: str) -> web.HTTPException:
 
 def _visible_topics(user: RequestContext) -> list[Any]:
     """The topics `user` may DESCRIBE, as Metadata shows them."""
-    state = user.broker
+    state = user.services
     allowed = authorized_topics(user, "DESCRIBE", (i.name for i in state.topics))
     return [i for i in state.topics if i.name in allowed]
 
 
 def _visible_groups(user: RequestContext) -> list[Any]:
-    groups = user.broker.group_coordinator.groups.values()
+    groups = user.services.group_coordinator.groups.values()
     return [g for g in groups if authorize_group(user, "DESCRIBE", g.group_id)]
 
 
-def overview(broker: Broker, user: RequestContext) -> dict[str, Any]:
-    state = user.broker
+def overview(broker: ServedBroker, user: RequestContext) -> dict[str, Any]:
+    state = user.services
     cluster = state.cluster
     controller = cluster.controller_id
     brokers = []
@@ -158,7 +158,7 @@ def overview(broker: Broker, user: RequestContext) -> dict[str, Any]:
                 if p.is_leader and len(p.isr) < len(p.state.replicas))
     return {
         "version": __version__, "node_id": state.node_id, "cluster_id": state.cluster_id,
-        "clustered": state.clustered, "phase": broker.phase.name,
+        "clustered": state.support.clustered, "phase": broker.phase.name,
         "bootstrap_servers": broker.bootstrap_servers, "controller_id": controller,
         "brokers": brokers, "topics": len(infos),
         "partitions": sum(i.partitions for i in infos),
@@ -180,7 +180,7 @@ def _configs(user: RequestContext, info: Any) -> dict[str, str] | None:
 
 
 def topics(user: RequestContext) -> list[dict[str, Any]]:
-    state = user.broker
+    state = user.services
     out = []
     for info in sorted(_visible_topics(user), key=lambda i: i.name):
         parts = state.cluster.partitions(info)
@@ -202,7 +202,7 @@ def topics(user: RequestContext) -> list[dict[str, Any]]:
 
 
 def topic(user: RequestContext, name: str) -> dict[str, Any]:
-    state = user.broker
+    state = user.services
     if not authorize_topic(user, "DESCRIBE", name):
         raise _topic_refused(name, "DESCRIBE")
     info = state.topics.get(name)
@@ -225,7 +225,7 @@ def topic(user: RequestContext, name: str) -> dict[str, Any]:
 
 
 def groups(user: RequestContext) -> list[dict[str, Any]]:
-    state = user.broker
+    state = user.services
     out = []
     for group in sorted(_visible_groups(user), key=lambda g: g.group_id):
         members = [{
@@ -275,7 +275,7 @@ def _int(query: Any, name: str, default: int | None, low: int, high: int) -> int
 
 
 def messages(user: RequestContext, query: Any) -> dict[str, Any]:
-    state = user.broker
+    state = user.services
     name = query.get("topic")
     if not name:
         raise _refused(400, "topic is required")

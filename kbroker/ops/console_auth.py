@@ -48,7 +48,8 @@ from kbroker.security.scram import MECHANISMS, credential_from_salted_password, 
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker, BrokerState
+    from kbroker.ops.served_broker import ServedBroker
+    from kbroker.server.request_services import RequestServices
 
 REALM = "kbroker console"
 VERIFIED_S = 60.0
@@ -62,7 +63,7 @@ CONSOLE_API_KEY = -1  # a RequestContext built for a console read names no Kafka
 class ConsoleAuth:
     """See the module docstring. `middleware` guards the console's URLs."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServedBroker) -> None:
         self.broker = broker
         # sha256(name NUL password) -> (until, what it was checked against)
         self._verified: dict[bytes, tuple[float, object]] = {}
@@ -163,13 +164,13 @@ def principal_of(request: web.Request) -> KafkaPrincipal:
     return request.get(PRINCIPAL, ANONYMOUS)
 
 
-def context(state: BrokerState, request: web.Request, listener_name: str,
+def context(services: RequestServices, request: web.Request, listener_name: str,
             api_key: int = CONSOLE_API_KEY, api_version: int = 0,
             correlation_id: int = 0, client_id: str | None = None) -> RequestContext:
     """A RequestContext for the console's user, so kbroker.server.authorization decides
     for them as it decides for a Kafka client (principal, host)."""
     peer = request.remote or "unknown"
-    return RequestContext(broker=state, api_key=api_key, api_version=api_version,
+    return RequestContext(services=services, api_key=api_key, api_version=api_version,
                           correlation_id=correlation_id, client_id=client_id,
                           listener_name=listener_name, peer=f"{peer}:0",
                           principal=principal_of(request))
@@ -180,7 +181,7 @@ def cache_key(request: web.Request) -> str:
     return f"{principal_of(request)}|{request.remote}|{request.rel_url}"
 
 
-def listener_name(broker: Broker) -> str:
+def listener_name(broker: ServedBroker) -> str:
     """The listener the console acts on: the inter-broker one (in cluster mode PLAINTEXT or
     SASL_PLAINTEXT, where the console logs in as the broker does: it reaches the other
     brokers as the brokers reach each other), else the first."""

@@ -20,20 +20,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kbroker.server.metadata_support import ZkRequired
+
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 
-def health(broker: Broker) -> dict[str, Any]:
+def health(broker: ServedBroker) -> dict[str, Any]:
     return {"status": "alive", "phase": broker.phase.name, "node_id": broker.config.node_id}
 
 
-def readiness(broker: Broker) -> tuple[bool, dict[str, Any]]:
-    from kbroker.broker import BrokerPhase
+def readiness(broker: ServedBroker) -> tuple[bool, dict[str, Any]]:
+    from kbroker.server.broker_phase import BrokerPhase
 
     phase = broker.phase
     loaded = phase >= BrokerPhase.RUNNING
-    state, server = broker.state, broker.server
+    state, server = broker.services, broker.server
     running = phase is BrokerPhase.RUNNING and state is not None and server is not None
     checks: dict[str, bool] = {
         "logs_loaded": loaded,
@@ -47,10 +49,11 @@ def readiness(broker: Broker) -> tuple[bool, dict[str, Any]]:
                    "checks": checks}
 
 
-def _registered(broker: Broker) -> bool:
-    state = broker.state
+def _registered(broker: ServedBroker) -> bool:
+    state = broker.services
     assert state is not None
-    zk_broker = state.zk_broker
-    if zk_broker is None:
+    try:
+        zk = state.support.require_zk()
+    except ZkRequired:
         return True
-    return zk_broker.registration is not None and not state.replica_manager.zk_fenced
+    return zk.registered() and not state.replica_manager.zk_fenced

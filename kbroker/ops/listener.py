@@ -52,7 +52,7 @@ from kbroker.ops.health import health, readiness
 from kbroker.ops.live import LiveFigures
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class _Gathered:
 class OperationsListener:
     """See the module docstring. Used from the broker's loop thread only."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: ServedBroker, host: str, port: int) -> None:
         self.broker = broker
         self.host = host
         self.port = port  # the bound port once started

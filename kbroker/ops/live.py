@@ -36,7 +36,7 @@ from kbroker.server.request_json import api_name
 from kbroker.utils.histogram import Histogram
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker
+    from kbroker.ops.served_broker import ServedBroker
 
 SAMPLE_INTERVAL_S = 1.0
 QUEUED_SAMPLES = 4  # per stream; older ones are dropped for a slow reader
@@ -55,7 +55,7 @@ class _Snapshot:
 class LiveFigures:
     """See the module docstring."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ServedBroker) -> None:
         self.broker = broker
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -85,7 +85,7 @@ class LiveFigures:
                 self._previous = None
 
     def _snapshot(self) -> _Snapshot | None:
-        state = self.broker.state
+        state = self.broker.services
         if state is None or not self.broker.running:
             return None
         stats = state.topic_stats
@@ -152,10 +152,10 @@ class LiveFigures:
 
     def _visible(self, request: web.Request, item: dict[str, Any]) -> dict[str, Any]:
         """`item` with only the topics the stream's user may DESCRIBE."""
-        state, topics = self.broker.state, item.get("topics")
-        if state is None or state.authorizer is None or not topics:
+        services, topics = self.broker.services, item.get("topics")
+        if services is None or services.authorizer is None or not topics:
             return item
-        user = context(state, request, listener_name(self.broker))
+        user = context(services, request, listener_name(self.broker))
         allowed = authorized_topics(user, "DESCRIBE", topics)
         return {**item, "topics": {n: v for n, v in topics.items() if n in allowed}}
 

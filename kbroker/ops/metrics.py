@@ -28,12 +28,14 @@ from prometheus_client.metrics_core import Metric
 
 from kbroker.cluster.broker_topic_stats import TopicStats
 from kbroker.coordinator.group_metadata import GroupState
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_json import api_name, error_name
 from kbroker.server.request_metrics import TIMES
 from kbroker.utils.histogram import Histogram
 
 if TYPE_CHECKING:
-    from kbroker.broker import Broker, BrokerState
+    from kbroker.ops.served_broker import ServedBroker
+    from kbroker.server.request_services import RequestServices
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,7 @@ class Families:
 STEP = 500  # partitions or groups read between two yields of collect_steps
 
 
-def collect(broker: Broker) -> list[Metric]:
+def collect(broker: ServedBroker) -> list[Metric]:
     """The broker's families, in one go (on its event loop)."""
     out = Families()
     for _ in collect_steps(broker, out):
@@ -267,11 +269,11 @@ def collect(broker: Broker) -> list[Metric]:
     return list(out.by_name.values())
 
 
-def collect_steps(broker: Broker, out: Families) -> Iterator[None]:
+def collect_steps(broker: ServedBroker, out: Families) -> Iterator[None]:
     """Fill `out`, yielding every STEP partitions or groups, so that the loop may serve
     the Kafka listeners between steps (kbroker.ops.listener awaits between them)."""
     out.add("kafka_server_kafkaserver_brokerstate", {}, broker.phase.value)
-    state, server = broker.state, broker.server
+    state, server = broker.services, broker.server
     if state is None or server is None or not broker.running:
         return
     _topic_stats(out, state)
@@ -285,7 +287,7 @@ def collect_steps(broker: Broker, out: Families) -> Iterator[None]:
     _logs(out, state)
 
 
-def _topic_stats(out: Families, state: BrokerState) -> None:
+def _topic_stats(out: Families, state: RequestServices) -> None:
     def add(labels: dict[str, str], stats: TopicStats) -> None:
         for attr, spec in _TOPIC_COUNTERS.items():
             out.add(spec.name, labels, getattr(stats, attr))
@@ -295,7 +297,7 @@ def _topic_stats(out: Families, state: BrokerState) -> None:
         add({"topic": topic}, stats)
 
 
-def _request_metrics(out: Families, broker: Broker) -> None:
+def _request_metrics(out: Families, broker: ServedBroker) -> None:
     assert broker.request_metrics is not None
     for api_key, m in sorted(broker.request_metrics.apis.items()):
         request = api_name(api_key)
@@ -310,7 +312,7 @@ def _request_metrics(out: Families, broker: Broker) -> None:
                           m.histogram(time_name))
 
 
-def _connections(out: Families, broker: Broker) -> None:
+def _connections(out: Families, broker: ServedBroker) -> None:
     server = broker.server
     open_by_listener: dict[str, int] = {bl.name: 0 for bl in server.listeners}
     for conn in server.connections:
@@ -326,7 +328,7 @@ def _connections(out: Families, broker: Broker) -> None:
                 server.connections_closed.get(name, 0))
 
 
-def _partitions(out: Families, state: BrokerState) -> Iterator[None]:
+def _partitions(out: Families, state: RequestServices) -> Iterator[None]:
     manager = state.log_manager
     replica_manager = state.replica_manager
     leaders = under_replicated = under_min_isr = offline = 0
@@ -364,14 +366,15 @@ def _partitions(out: Families, state: BrokerState) -> Iterator[None]:
     out.add("kafka_server_replicamanager_isrexpands_total", {}, replica_manager.isr_expands)
 
 
-def controller_figures(state: BrokerState) -> tuple[int, int, int, int]:
+def controller_figures(state: RequestServices) -> tuple[int, int, int, int]:
     """(active, offline partitions, topics, partitions) as the controller counts them; a
     broker that is not the controller reports zeros, as in Kafka."""
-    if state.zk_broker is None:  # a single broker is the controller of its cluster
+    try:
+        controller = state.support.require_zk().controller
+    except ZkRequired:  # a single broker is the controller of its cluster
         topics = list(state.topics)
         offline = sum(1 for tp, lg in state.log_manager.all_logs().items() if lg.closed)
         return 1, offline, len(topics), sum(t.partitions for t in topics)
-    controller = state.zk_broker.controller
     if not controller.active:
         return 0, 0, 0, 0
     ctx = controller.ctx
@@ -380,7 +383,7 @@ def controller_figures(state: BrokerState) -> tuple[int, int, int, int]:
     return 1, offline, len(ctx.assignments), len(ctx.states)
 
 
-def _controller(out: Families, state: BrokerState) -> None:
+def _controller(out: Families, state: RequestServices) -> None:
     active, offline, topics, partitions = controller_figures(state)
     out.add("kafka_controller_kafkacontroller_activecontrollercount", {}, active)
     out.add("kafka_controller_kafkacontroller_offlinepartitionscount", {}, offline)
@@ -388,7 +391,7 @@ def _controller(out: Families, state: BrokerState) -> None:
     out.add("kafka_controller_kafkacontroller_globalpartitioncount", {}, partitions)
 
 
-def group_lag(state: BrokerState, group: Any) -> Iterator[tuple[str, int, int, int | None]]:
+def group_lag(state: RequestServices, group: Any) -> Iterator[tuple[str, int, int, int | None]]:
     """(topic, partition, committed offset, lag or None) of each committed offset of a
     group; lag = high watermark - committed, where this broker holds a replica."""
     for (topic, partition), om in sorted(group.offsets.items()):
@@ -397,7 +400,7 @@ def group_lag(state: BrokerState, group: Any) -> Iterator[tuple[str, int, int, i
         yield topic, partition, om.offset, lag
 
 
-def _groups(out: Families, state: BrokerState) -> Iterator[None]:
+def _groups(out: Families, state: RequestServices) -> Iterator[None]:
     coordinator = state.group_coordinator
     groups = list(coordinator.groups.values())
     out.add("kafka_coordinator_group_groupmetadatamanager_numgroups", {}, len(groups))
@@ -426,7 +429,7 @@ def _groups(out: Families, state: BrokerState) -> Iterator[None]:
                                                     "topic": topic}, total)
 
 
-def _logs(out: Families, state: BrokerState) -> None:
+def _logs(out: Families, state: RequestServices) -> None:
     manager = state.log_manager
     out.histogram("kafka_log_logflushstats_logflushrateandtimems", {}, manager.flush_times_ms)
     offline = [d for d in manager.log_dirs if manager.failures.is_offline(d)]

@@ -171,6 +171,3 @@ CLUSTER_API_TABLE: dict[int, ApiSpec] = {
     },
 }
 
-
-def api_table(clustered: bool) -> dict[int, ApiSpec]:
-    return CLUSTER_API_TABLE if clustered else API_TABLE

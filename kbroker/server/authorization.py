@@ -27,11 +27,11 @@ def _op(op: Op) -> AclOperation:
 
 
 def enabled(ctx: RequestContext) -> bool:
-    return ctx.broker.authorizer is not None
+    return ctx.services.authorizer is not None
 
 
 def authorize(ctx: RequestContext, op: Op, resource_type: ResourceType, name: str) -> bool:
-    az = ctx.broker.authorizer
+    az = ctx.services.authorizer
     if az is None:
         return True
     return az.authorize(ctx.principal, ctx.host, _op(op), resource_type, name)
@@ -54,7 +54,7 @@ def authorize_transactional_id(ctx: RequestContext, op: Op, tid: str) -> bool:
 
 
 def authorized_topics(ctx: RequestContext, op: Op, topics: Iterable[str]) -> set[str]:
-    az = ctx.broker.authorizer
+    az = ctx.services.authorizer
     names = set(topics)
     if az is None:
         return names
@@ -63,7 +63,7 @@ def authorized_topics(ctx: RequestContext, op: Op, topics: Iterable[str]) -> set
 
 
 def authorize_any(ctx: RequestContext, op: Op, resource_type: ResourceType) -> bool:
-    az = ctx.broker.authorizer
+    az = ctx.services.authorizer
     if az is None:
         return True
     return az.authorize_any(ctx.principal, ctx.host, _op(op), resource_type)
@@ -73,7 +73,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
     """A resource's authorized operations as the responses carry them (bit i = AclOperation
     i), as Kafka's AuthHelper.authorizedOperations: of the operations its type supports
     (AclEntry.supportedOperations), those the principal may do; with no authorizer, all."""
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return _SUPPORTED_BITS[resource_type]
     bits = 0
     for op in SUPPORTED_OPERATIONS[resource_type]:

@@ -29,8 +29,9 @@ from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.config import BrokerConfig
 from kbroker.server import authorization as authz
-from kbroker.server import broker_loggers, topic_admin
+from kbroker.server import broker_loggers
 from kbroker.server.config_describe import ResourceType
+from kbroker.server.metadata_support import ZkRequired, ZkSupport
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 from kbroker.storage.log_config import LogConfig
@@ -84,16 +85,20 @@ async def alter_resources(
 
 async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool,
                  incremental: bool) -> None:
-    broker = ctx.broker
+    services = ctx.services
     if res.resource_type == ResourceType.BROKER_LOGGER:
-        topic_admin.check_broker_name(broker, res.resource_name)
+        services.topic_admin.check_broker_name(res.resource_name)
         broker_loggers.alter(res.configs, incremental, validate_only)
         return
     if res.resource_type == ResourceType.BROKER:
         if res.resource_name != "":
-            topic_admin.check_broker_name(broker, res.resource_name)
-        if broker.zk_broker is not None:
-            await _alter_dynamic_broker(ctx, res, plan, validate_only)
+            services.topic_admin.check_broker_name(res.resource_name)
+        try:
+            zk = services.support.require_zk()
+        except ZkRequired:
+            zk = None
+        if zk is not None:
+            await _alter_dynamic_broker(zk, res, plan, validate_only)
             return
         if res.configs:
             names = ", ".join(sorted({c.name for c in res.configs}))
@@ -105,22 +110,21 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
         return
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
-    info = topic_admin.find_topic(broker, res.resource_name)
-    overrides = plan(res, dict(info.configs), _topic_inherited(broker.log_config_for(info)))
-    topic_admin.topic_config(broker, overrides)
+    admin = services.topic_admin
+    info = admin.find_topic(res.resource_name)
+    overrides = plan(res, dict(info.configs), _topic_inherited(services.dynamic_config.log_config_for(info)))
+    admin.topic_config(overrides)
     if validate_only:
         return
-    await topic_admin.set_topic_configs(broker, info, overrides)
+    await admin.set_topic_configs(info, overrides)
     log.info("topic %s configs now %s", info.name, overrides)
 
 
-async def _alter_dynamic_broker(ctx: RequestContext, res: Any, plan: Planner,
+async def _alter_dynamic_broker(zk: ZkSupport, res: Any, plan: Planner,
                                 validate_only: bool) -> None:
     """Cluster mode: a change of the cluster-wide default ("") or this broker's dynamic
     configs, checked against the whole config it would make, stored in ZooKeeper."""
-    zk_broker = ctx.broker.zk_broker
-    assert zk_broker is not None
-    dynamic = zk_broker.dynamic
+    dynamic = zk.dynamic
     entity = DEFAULT_ENTITY if res.resource_name == "" else res.resource_name
     below = dict(dynamic.static) if entity == DEFAULT_ENTITY else {**dynamic.static,
                                                                     **dynamic.cluster_default}
@@ -141,7 +145,7 @@ async def _alter_dynamic_broker(ctx: RequestContext, res: Any, plan: Planner,
     except ConfigError as e:
         raise AdminError(ErrorCode.INVALID_CONFIG, str(e)) from None
     if not validate_only:
-        await zk_broker.alter_broker_config(entity, layer)
+        await zk.alter_broker_config(entity, layer)
         log.info("dynamic broker configs of %s now %s", entity, layer)
 
 

@@ -502,7 +502,7 @@ class Connection:
         if parsed.client_software is not None:
             self.client_software = parsed.client_software
         ctx = RequestContext(
-            broker=self.server.broker,
+            services=self.server.services,
             api_key=api_key,
             api_version=version,
             correlation_id=correlation_id,

@@ -35,16 +35,15 @@ from typing import TYPE_CHECKING
 from kbroker.config import Listener, per_ip_overrides
 from kbroker.security.settings import ListenerSecurity
 from kbroker.security.tls import server_context
-from kbroker.server.api_table import api_table
 from kbroker.server.connection import RECV_CHUNK, Connection
 from kbroker.server.request_logger import RequestLog
 from kbroker.server.request_queue import RequestQueue
 from kbroker.server.tls_transport import TLS_RECV_CHUNK
 
 if TYPE_CHECKING:
-    from kbroker.broker import BrokerState
     from kbroker.server.protocol_trace import ProtocolTrace
     from kbroker.server.request_metrics import RequestMetrics
+    from kbroker.server.request_services import RequestServices
 
 log = logging.getLogger(__name__)
 
@@ -153,12 +152,12 @@ def _bind(host: str, port: int) -> socket.socket:
 class SocketServer:
     """Used from the event loop thread only."""
 
-    def __init__(self, broker: BrokerState, loop: asyncio.AbstractEventLoop,
+    def __init__(self, services: RequestServices, loop: asyncio.AbstractEventLoop,
                  trace: ProtocolTrace | None = None,
                  request_metrics: RequestMetrics | None = None) -> None:
-        self.broker = broker
+        self.services = services
         self.loop = loop
-        self.api_table = api_table(broker.clustered)
+        self.api_table = services.support.api_table()
         self.listeners: list[BoundListener] = []
         self.connections: set[Connection] = set()
         # Every connection's recv_into lands here (one socket read at a time on this loop),
@@ -168,8 +167,8 @@ class SocketServer:
         self._per_ip: dict[str, int] = {}  # open connections by peer address
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}  # max.connections.per.ip.overrides, resolved
-        self.request_queue = RequestQueue(loop, broker.config.queued_max_requests,
-                                          broker.config.queued_max_request_bytes)
+        self.request_queue = RequestQueue(loop, services.config.queued_max_requests,
+                                          services.config.queued_max_request_bytes)
         self._sweeper: asyncio.TimerHandle | None = None
         # kafka.request.logger, the protocol trace and the request metrics
         self.request_log = RequestLog(trace, request_metrics)
@@ -179,8 +178,13 @@ class SocketServer:
         self.connections_closed: dict[str, int] = {}
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
 
+    @property
+    def broker(self) -> RequestServices:
+        """The services, under the name server/connection.py reads them by."""
+        return self.services
+
     def listener_security(self, name: str) -> ListenerSecurity:
-        return self.broker.config.listener_security[name]
+        return self.services.config.listener_security[name]
 
     def ssl_context(self, name: str) -> ssl.SSLContext:
         return self._ssl_contexts[name]
@@ -188,11 +192,11 @@ class SocketServer:
     def start(self, accepting: bool = True) -> None:
         """Load every TLS listener's key and trust stores (ConfigError naming the key
         when one cannot be used), then bind."""
-        for name, security in self.broker.config.listener_security.items():
+        for name, security in self.services.config.listener_security.items():
             if security.ssl is not None:
                 self._ssl_contexts[name] = server_context(security.ssl)
         try:
-            for lst in self.broker.config.listeners:
+            for lst in self.services.config.listeners:
                 self.listeners.append(BoundListener(self, lst))
         except OSError:
             self.stop_accepting()
@@ -206,7 +210,7 @@ class SocketServer:
         self._schedule_sweep()
 
     def accepted(self, sock: socket.socket, listener_name: str) -> None:
-        config = self.broker.config
+        config = self.services.config
         if len(self.connections) >= config.max_connections:
             log.warning("max.connections=%d reached, refusing a connection",
                         config.max_connections)
@@ -234,7 +238,7 @@ class SocketServer:
     def _per_ip_limit(self, ip: str) -> int:
         """max.connections.per.ip for this address, or its override (host names resolved
         when the overrides were last read: at start and when they change)."""
-        config = self.broker.config
+        config = self.services.config
         text = config.max_connections_per_ip_overrides
         if text != self._overrides_text:
             self._overrides = {}
@@ -263,15 +267,15 @@ class SocketServer:
     # -- idle sweep
 
     def _schedule_sweep(self) -> None:
-        idle_ms = self.broker.config.connections_max_idle_ms
+        idle_ms = self.services.config.connections_max_idle_ms
         if idle_ms < 0:
             return
         interval = max(0.05, min(idle_ms / 4000, 30.0))
         self._sweeper = self.loop.call_later(interval, self._sweep)
 
     def _sweep(self) -> None:
-        now = self.broker.time.monotonic_ms()
-        limit = self.broker.config.connections_max_idle_ms
+        now = self.services.time.monotonic_ms()
+        limit = self.services.config.connections_max_idle_ms
         for conn in list(self.connections):
             if conn.idle:
                 if now - conn.last_active_ms > limit:

@@ -1,4 +1,5 @@
-"""What a request handler sees besides the request: who asked, how, and the broker."""
+"""What a request handler sees besides the request: who asked, how, and the services it
+may use (RequestServices: the broker's collaborators, never the broker itself)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
-    from kbroker.broker import BrokerState
+    from kbroker.server.request_services import RequestServices
 
 
 class _CloseConnection:
@@ -89,7 +90,7 @@ class PendingResponse:
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    broker: BrokerState
+    services: RequestServices
     api_key: int
     api_version: int
     correlation_id: int

@@ -56,13 +56,13 @@ class Env:
         self.log_manager.get_or_create_log(TopicPartition(TOPIC, 0), self.topics.info.topic_id)
         self.replica_manager = ReplicaManager(1, self.log_manager, self.topics,  # type: ignore[arg-type]
                                               self.time.milliseconds, timer=self.timer)
-        self.broker = SimpleNamespace(
+        self.services = SimpleNamespace(  # what the two handlers use of RequestServices
             replica_manager=self.replica_manager, topic_stats=self.replica_manager.topic_stats,
-            authorizer=None, clustered=False, topics=self.topics, shutting_down=False,
-            config=BrokerConfig.from_props({"log.dirs": path}))
+            authorizer=None, support=SimpleNamespace(serves_followers=False), topics=self.topics,
+            shutting_down=lambda: False, config=BrokerConfig.from_props({"log.dirs": path}))
 
     def ctx(self, api_key: int, version: int) -> RequestContext:
-        return RequestContext(self.broker, api_key, version, 1, "test", "PLAINTEXT",  # type: ignore[arg-type]
+        return RequestContext(self.services, api_key, version, 1, "test", "PLAINTEXT",  # type: ignore[arg-type]
                               "127.0.0.1:1")
 
     def produce(self, acks: int = 1, partition: int = 0, topic: str = TOPIC,

@@ -30,7 +30,7 @@ class InvalidAcl(ValueError):
 def refusal(ctx: RequestContext, operation: str) -> tuple[int, str | None] | None:
     """Why an ACL API is refused before its body is looked at: no authorizer
     (SECURITY_DISABLED), or no `operation` on the cluster; None when it may go on."""
-    if ctx.broker.authorizer is None:
+    if ctx.services.authorizer is None:
         return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker"
     if not authorize_cluster(ctx, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None

@@ -17,7 +17,7 @@ from kbroker.server.request_context import RequestContext
 
 
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, ctx.broker.offsets_topic.partition_for(request.group_id))
+    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, ctx.services.offsets_topic.partition_for(request.group_id))
     code = await txn_coordinator(ctx).add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch, [tp])
     return AddOffsetsToTxnResponse(error_code=for_version(code, ctx.api_version, 2))

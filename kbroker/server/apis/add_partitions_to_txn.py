@@ -70,7 +70,7 @@ def _final(code: int, version: int) -> int:
 
 
 def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
-    info = ctx.broker.topics.get(tp.topic)
+    info = ctx.services.topics.get(tp.topic)
     return info is not None and 0 <= tp.partition < info.partitions
 
 

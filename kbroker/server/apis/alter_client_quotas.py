@@ -27,7 +27,7 @@ class _Invalid(ValueError):
 
 
 async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
-    quotas = ctx.broker.client_quotas
+    quotas = ctx.services.client_quotas
     outcome: list[tuple[int, str | None]] = []
     changes = []
     for entry in request.entries:

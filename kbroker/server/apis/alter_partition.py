@@ -14,6 +14,7 @@ from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 TopicData = AlterPartitionResponse.TopicData
@@ -21,9 +22,10 @@ PartitionData = AlterPartitionResponse.PartitionData
 
 
 async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPartitionResponse:
-    broker = ctx.broker
-    zk_broker = broker.zk_broker
-    if zk_broker is None:
+    services = ctx.services
+    try:
+        zk = services.support.require_zk()
+    except ZkRequired:
         return error_response(request, ctx.api_version, ErrorCode.NOT_CONTROLLER)
     version = ctx.api_version
     items = []
@@ -31,7 +33,7 @@ async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPa
     for t in request.topics:
         name = t.topic_name
         if version >= 2:
-            info = broker.topics.get_by_id(t.topic_id)
+            info = services.topics.get_by_id(t.topic_id)
             name = info.name if info is not None else ""
         names[name] = t.topic_id if version >= 2 else ZERO_UUID
         for p in t.partitions:
@@ -40,8 +42,8 @@ async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPa
             items.append((TopicPartition(name, p.partition_index), p.leader_epoch,
                           p.partition_epoch, isr))
     try:
-        results = await zk_broker.controller.alter_partition(request.broker_id,
-                                                           request.broker_epoch, items)
+        results = await zk.controller.alter_partition(request.broker_id,
+                                                     request.broker_epoch, items)
     except KafkaError as e:
         return error_response(request, version, e.error_code)
     by_topic: dict[str, list[PartitionData]] = {}

@@ -19,6 +19,7 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 TopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
@@ -27,14 +28,15 @@ PartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionRes
 
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest
                  ) -> AlterPartitionReassignmentsResponse:
-    broker = ctx.broker
     moves = {TopicPartition(t.name, p.partition_index): p.replicas
              for t in request.topics for p in t.partitions}
-    if broker.zk_broker is None:
+    try:
+        zk = ctx.services.support.require_zk()
+    except ZkRequired:
         results = {tp: _single_broker_result(ctx, tp, target) for tp, target in moves.items()}
     else:
         try:
-            results = await broker.zk_broker.controller.alter_partition_reassignments(moves)
+            results = await zk.controller.alter_partition_reassignments(moves)
         except KafkaError as e:
             return error_response(request, ctx.api_version, e.error_code)
     by_topic: dict[str, list[PartitionResponse]] = {}
@@ -48,12 +50,12 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
 
 def _single_broker_result(ctx: RequestContext, tp: TopicPartition, target: list[int] | None
                           ) -> tuple[int, str | None]:
-    info = ctx.broker.topics.get(tp.topic)
+    info = ctx.services.topics.get(tp.topic)
     if info is None or not 0 <= tp.partition < info.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
     if target is None:
         return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
-    node = ctx.broker.node_id
+    node = ctx.services.node_id
     return target_error(target, [node], [node]) or (ErrorCode.NONE, None)
 
 

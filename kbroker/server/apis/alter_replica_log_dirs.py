@@ -20,29 +20,29 @@ from kbroker.protocol.messages.alter_replica_log_dirs import (
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.broker import BrokerState
+    from kbroker.server.request_services import RequestServices
 
 TopicResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
 PartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult
 
 
 def handle(ctx: RequestContext, request: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse:
-    broker = ctx.broker
-    manager = broker.log_manager
+    services = ctx.services
+    manager = services.log_manager
     results: dict[str, list[PartitionResult]] = {}
     for d in request.dirs:
         path = os.path.abspath(d.path)
         for t in d.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p)
-                code = _move(broker, tp, path) if path in manager.log_dirs else ErrorCode.LOG_DIR_NOT_FOUND
+                code = _move(services, tp, path) if path in manager.log_dirs else ErrorCode.LOG_DIR_NOT_FOUND
                 results.setdefault(t.name, []).append(PartitionResult(partition_index=p, error_code=code))
     return AlterReplicaLogDirsResponse(results=[
         TopicResult(topic_name=name, partitions=parts) for name, parts in results.items()])
 
 
-def _move(broker: BrokerState, tp: TopicPartition, path: str) -> int:
-    manager = broker.log_manager
+def _move(services: RequestServices, tp: TopicPartition, path: str) -> int:
+    manager = services.log_manager
     if manager.failures.is_offline(path) or manager.is_offline(tp):
         return ErrorCode.KAFKA_STORAGE_ERROR
     if manager.get_log(tp) is None:
@@ -53,7 +53,7 @@ def _move(broker: BrokerState, tp: TopicPartition, path: str) -> int:
     move = manager.moves.get(tp)
     if move is not None and move.target_dir == path:
         return ErrorCode.NONE
-    broker.replica_manager.move_replica(tp, path)
+    services.replica_manager.move_replica(tp, path)
     return ErrorCode.NONE
 
 

@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext,
         if not name:
             errors.setdefault(name, (ErrorCode.UNACCEPTABLE_CREDENTIAL,
                                      "Username must not be empty"))
-    store = ctx.broker.scram_credentials
+    store = ctx.services.scram_credentials
     upserts: dict[str, dict[str, ScramCredential]] = defaultdict(dict)
     deletions: dict[str, set[str]] = defaultdict(set)
     for d in request.deletions:

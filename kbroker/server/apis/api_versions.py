@@ -26,15 +26,13 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    from kbroker.server.api_table import api_table
-
     if ctx.api_version >= 3 and client_software(request, ctx.api_version) is None:
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
     keys = [
         ApiVersionsResponse.ApiVersion(
             api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version
         )
-        for _key, spec in sorted(api_table(ctx.broker.clustered).items())
+        for _key, spec in sorted(ctx.services.support.api_table().items())
     ]
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=keys)
 

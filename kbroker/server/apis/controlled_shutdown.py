@@ -12,18 +12,20 @@ from kbroker.protocol.messages.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
 )
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 Remaining = ControlledShutdownResponse.RemainingPartition
 
 
 async def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
-    zk_broker = ctx.broker.zk_broker
-    if zk_broker is None:
+    try:
+        zk = ctx.services.support.require_zk()
+    except ZkRequired:
         return error_response(request, ctx.api_version, ErrorCode.NOT_CONTROLLER)
     epoch = request.broker_epoch if ctx.api_version >= 2 else -1
     try:
-        remaining = await zk_broker.controller.controlled_shutdown(request.broker_id, epoch)
+        remaining = await zk.controller.controlled_shutdown(request.broker_id, epoch)
     except KafkaError as e:
         return error_response(request, ctx.api_version, e.error_code)
     return ControlledShutdownResponse(error_code=ErrorCode.NONE, remaining_partitions=[

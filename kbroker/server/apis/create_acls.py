@@ -20,7 +20,7 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
     refused = refusal(ctx, "ALTER")
     if refused is not None:
         return error_response(request, ctx.api_version, *refused)
-    az = ctx.broker.authorizer
+    az = ctx.services.authorizer
     assert az is not None
     outcome: list[AclBinding | InvalidAcl] = []
     for c in request.creations:

@@ -21,7 +21,6 @@ from kbroker.protocol.messages.create_partitions import (
     CreatePartitionsResponse,
 )
 from kbroker.server import authorization as authz
-from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 
@@ -39,10 +38,10 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
             if not authz.authorize_topic(ctx, "ALTER", topic.name):
                 raise AdminError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if ctx.broker.clustered:
-                await _grow_in_cluster(ctx, topic, request.validate_only, request.timeout_ms)
-            else:
-                _grow(ctx, topic, request.validate_only)
+            await ctx.services.topic_admin.create_partitions(topic, request.validate_only,
+                                                             request.timeout_ms)
+            if not request.validate_only:
+                log.info("topic %s now has %d partitions", topic.name, topic.count)
             results.append(Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
         except AdminError as e:
             results.append(Result(name=topic.name, error_code=e.error_code, error_message=e.message))
@@ -55,56 +54,6 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             results.append(Result(name=topic.name, error_code=code or ErrorCode.UNKNOWN_SERVER_ERROR,
                                   error_message=str(e) or None))
     return CreatePartitionsResponse(results=results)
-
-
-async def _grow_in_cluster(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic,
-                           validate_only: bool, timeout_ms: int) -> None:
-    broker = ctx.broker
-    cluster_admin.check_controller(broker)
-    info = topic_admin.find_topic(broker, topic.name)
-    topic_admin.check_new_partition_count(info, topic.count)
-    existing = broker.cluster.partitions(info)
-    rf = len(existing[0].replicas) if existing else 1
-    added = topic.count - info.partitions
-    if topic.assignments:
-        if len(topic.assignments) != added:
-            raise AdminError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Increasing the number of partitions by {added} but {len(topic.assignments)} "
-                "assignments provided.")
-        new = {info.partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
-        if cluster_admin.check_assignment(broker, new) != rf:
-            raise AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Inconsistent replication factor between partitions, partition 0 has {rf}.")
-    else:
-        topic_admin.resolve_replication_factor(broker, rf)
-        new = cluster_admin.plan_assignment(broker, added, rf, first_partition=info.partitions)
-    if validate_only:
-        return
-    await cluster_admin.add_partitions(broker, info, new, timeout_ms)
-    log.info("topic %s now has %d partitions", topic.name, topic.count)
-
-
-def _grow(ctx: RequestContext, topic: CreatePartitionsRequest.CreatePartitionsTopic,
-          validate_only: bool) -> None:
-    broker = ctx.broker
-    info = topic_admin.find_topic(broker, topic.name)
-    topic_admin.check_new_partition_count(info, topic.count)
-    topic_admin.check_broker_partitions(broker, topic.count - info.partitions)
-    if topic.assignments is not None and topic.assignments:
-        added = topic.count - info.partitions
-        if len(topic.assignments) != added:
-            raise AdminError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Increasing the number of partitions by {added} but {len(topic.assignments)} "
-                "assignments provided.",
-            )
-        for i, a in enumerate(topic.assignments):
-            topic_admin.check_assignment(broker, a.broker_ids, info.partitions + i)
-    if validate_only:
-        return
-    topic_admin.add_partitions(broker, info, topic.count)
-    log.info("topic %s now has %d partitions", topic.name, topic.count)
 
 
 def error_response(request: CreatePartitionsRequest, version: int, code: int) -> CreatePartitionsResponse:

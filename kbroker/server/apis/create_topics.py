@@ -29,7 +29,7 @@ from kbroker.common.errors import KafkaError
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from kbroker.server import authorization as authz
-from kbroker.server import cluster_admin, topic_admin
+from kbroker.server import topic_admin
 from kbroker.server.config_describe import describe_topic
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
@@ -70,10 +70,10 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
 
 async def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
                   validate_only: bool, timeout_ms: int) -> Result:
-    broker = ctx.broker
-    if broker.clustered:
-        cluster_admin.check_controller(broker)
-    topic_admin.check_new_topic_name(broker, topic.name)
+    services = ctx.services
+    admin = services.topic_admin
+    admin.check_controller()
+    admin.check_new_topic_name(topic.name)
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise AdminError(
@@ -84,22 +84,17 @@ async def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic
         assignment = _from_assignments(ctx, topic.assignments)
         partitions, rf = len(assignment), len(assignment[0])
     else:
-        partitions = topic_admin.resolve_partitions(broker, topic.num_partitions)
-        rf = topic_admin.resolve_replication_factor(broker, topic.replication_factor)
-        assignment = (cluster_admin.plan_assignment(broker, partitions, rf) if broker.clustered
-                      else {p: [broker.node_id] for p in range(partitions)})
-    if not broker.clustered:
-        topic_admin.check_broker_partitions(broker, partitions)
-    config = topic_admin.topic_config(broker, {c.name: c.value for c in topic.configs})
+        partitions = admin.resolve_partitions(topic.num_partitions)
+        rf = admin.resolve_replication_factor(topic.replication_factor)
+        assignment = admin.plan_assignment(partitions, rf)
+    admin.check_partition_budget(partitions)
+    config = admin.topic_config({c.name: c.value for c in topic.configs})
     overrides = {c.name: c.value or "" for c in topic.configs}
     topic_id = ZERO_UUID
     if not validate_only:
-        if broker.shutting_down:
+        if services.shutting_down():
             raise AdminError(ErrorCode.NOT_CONTROLLER, "The broker is shutting down.")
-        if broker.clustered:
-            info = await cluster_admin.create_topic(broker, topic.name, assignment, overrides, timeout_ms)
-        else:
-            info = broker.create_topic(topic.name, partitions, overrides)
+        info = await admin.create_topic(topic.name, assignment, overrides, timeout_ms)
         if info is not None:
             topic_id = info.topic_id
     configs = [
@@ -110,7 +105,7 @@ async def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic
             config_source=d.source,
             is_sensitive=d.is_sensitive,
         )
-        for d in describe_topic(overrides, config, broker.config)
+        for d in describe_topic(overrides, config, services.config)
     ]
     return Result(
         name=topic.name,
@@ -134,11 +129,7 @@ def _from_assignments(
             "Partitions should be a consecutive 0-based integer sequence.",
         )
     assignment = {a.partition_index: list(a.broker_ids) for a in assignments}
-    if ctx.broker.clustered:
-        cluster_admin.check_assignment(ctx.broker, assignment)
-    else:
-        for p, ids in assignment.items():
-            topic_admin.check_assignment(ctx.broker, ids, p)
+    ctx.services.topic_admin.check_replica_assignment(assignment)
     return assignment
 
 

@@ -19,7 +19,7 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
     refused = refusal(ctx, "ALTER")
     if refused is not None:
         return error_response(request, ctx.api_version, *refused)
-    az = ctx.broker.authorizer
+    az = ctx.services.authorizer
     assert az is not None
     filters: list[AclBindingFilter | InvalidAcl] = []
     for wire_filter in request.filters:

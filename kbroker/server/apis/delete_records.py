@@ -43,7 +43,7 @@ def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsR
 
 def _delete(ctx: RequestContext, topic: str, p: DeleteRecordsRequest.DeleteRecordsPartition) -> PartitionResult:
     try:
-        plog = ctx.broker.replica_manager.leader_log(TopicPartition(topic, p.partition_index))
+        plog = ctx.services.replica_manager.leader_log(TopicPartition(topic, p.partition_index))
     except KafkaError as e:
         return _error(p.partition_index, e.error_code)
     if not plog.config.delete:

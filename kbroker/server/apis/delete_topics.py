@@ -20,7 +20,6 @@ from kbroker.metadata.topic_registry import TopicInfo
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from kbroker.server import authorization as authz
-from kbroker.server import cluster_admin, topic_admin
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 
@@ -37,17 +36,13 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         try:
             if counts[(name, topic_id)] > 1:
                 raise AdminError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            if ctx.broker.clustered:
-                cluster_admin.check_controller(ctx.broker)
+            ctx.services.topic_admin.check_controller()
             if name is not None and not authz.authorize_topic(ctx, "DELETE", name):
                 raise AdminError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             info = _find(ctx, name, topic_id)
             if not authz.authorize_topic(ctx, "DELETE", info.name):
                 raise AdminError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
-            if ctx.broker.clustered:
-                await _delete_in_cluster(ctx, info, request.timeout_ms)
-            else:
-                topic_admin.delete_topic(ctx.broker, info)
+            await ctx.services.topic_admin.delete_topic(info, request.timeout_ms)
             log.info("deleted topic %s (id %s)", info.name, uuid_to_base64(info.topic_id))
             results.append(Result(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE))
         except AdminError as e:
@@ -60,15 +55,6 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     return DeleteTopicsResponse(responses=results)
 
 
-async def _delete_in_cluster(ctx: RequestContext, info: TopicInfo, timeout_ms: int) -> None:
-    """Cluster mode: the controller marks the topic for deletion in ZooKeeper and answers
-    once this broker's metadata no longer has it (timeout_ms)."""
-    if not ctx.broker.config.delete_topic_enable:
-        raise AdminError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-    topic_admin.check_not_internal(info, "marked for deletion")
-    await cluster_admin.delete_topic(ctx.broker, info, timeout_ms)
-
-
 def _requested(request: DeleteTopicsRequest, version: int) -> list[tuple[str | None, uuid.UUID]]:
     if version >= 6:
         return [(t.name, t.topic_id) for t in request.topics]
@@ -79,8 +65,8 @@ def _find(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> TopicIn
     if name is not None and topic_id != ZERO_UUID:
         raise AdminError(ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id.")
     if name is not None:
-        return topic_admin.find_topic(ctx.broker, name)
-    info = ctx.broker.topics.get_by_id(topic_id)
+        return ctx.services.topic_admin.find_topic(name)
+    info = ctx.services.topics.get_by_id(topic_id)
     if info is None:
         raise AdminError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
     return info

@@ -16,7 +16,7 @@ def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsRes
     refused = refusal(ctx, "DESCRIBE")
     if refused is not None:
         return error_response(request, ctx.api_version, *refused)
-    az = ctx.broker.authorizer
+    az = ctx.services.authorizer
     assert az is not None
     try:
         flt = binding_filter(request)

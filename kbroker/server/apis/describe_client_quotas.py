@@ -28,7 +28,7 @@ def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> Describ
                                   f"Invalid quota filter component {c.entity_type!r}")
         wanted[c.entity_type] = (c.match_type, c.match)
     entries = []
-    for entry in ctx.broker.client_quotas.entries():
+    for entry in ctx.services.client_quotas.entries():
         parts = {USER: entry.entity[0], CLIENT_ID: entry.entity[1]}
         present = {t for t, v in parts.items() if v is not None}
         if request.strict and present != set(wanted):

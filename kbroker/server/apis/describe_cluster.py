@@ -23,7 +23,7 @@ BROKER_ENDPOINTS = 1
 
 
 def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
+    services = ctx.services
     endpoint_type = request.endpoint_type if ctx.api_version >= 1 else BROKER_ENDPOINTS
     if endpoint_type != BROKER_ENDPOINTS:
         return DescribeClusterResponse(
@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
             error_message="The broker does not support endpoint type "
             f"{endpoint_type}; ask a controller.",
             endpoint_type=endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=services.cluster_id,
             controller_id=-1,
         )
     ops = UNSET_OPERATIONS
@@ -41,12 +41,12 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=endpoint_type,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.cluster.controller_id,
+        cluster_id=services.cluster_id,
+        controller_id=services.cluster.controller_id,
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=node.broker_id, host=endpoint[0], port=endpoint[1], rack=node.rack)
-            for node in broker.cluster.alive_brokers()
+            for node in services.cluster.alive_brokers()
             if (endpoint := node.endpoints.get(ctx.listener_name)) is not None
         ],
         cluster_authorized_operations=ops,

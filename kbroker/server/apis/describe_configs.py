@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from kbroker.cluster.dynamic_config import LIVE_KEYS
 from kbroker.common.error_code import ErrorCode
 from kbroker.metadata.topic_registry import InvalidTopicError, validate_topic_name
 from kbroker.protocol.messages.describe_configs import (
@@ -30,7 +29,7 @@ from kbroker.protocol.messages.describe_configs import (
     DescribeConfigsResponse,
 )
 from kbroker.server import authorization as authz
-from kbroker.server import broker_loggers, topic_admin
+from kbroker.server import broker_loggers
 from kbroker.server.config_describe import (
     ConfigDescription,
     ConfigSource,
@@ -83,41 +82,35 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConf
 def _describe(
     ctx: RequestContext, res: DescribeConfigsRequest.DescribeConfigsResource, docs: bool
 ) -> list[ConfigDescription]:
-    broker = ctx.broker
+    services = ctx.services
     keys = res.configuration_keys or None  # null or empty: all (Kafka's ConfigHelper)
     if res.resource_type == ResourceType.TOPIC:
         try:
             validate_topic_name(res.resource_name)
         except InvalidTopicError as e:
             raise AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(e)) from None
-        info = broker.topics.get(res.resource_name)
+        info = services.topics.get(res.resource_name)
         if info is None:
             raise AdminError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist."
             )
-        config = broker.log_config_for(info)
-        return describe_topic(info.configs, config, broker.config, keys, docs, _layers(ctx))
+        config = services.dynamic_config.log_config_for(info)
+        return describe_topic(info.configs, config, services.config, keys, docs, _layers(ctx))
     if res.resource_type == ResourceType.BROKER:
         if res.resource_name == "":
             return []
-        topic_admin.check_broker_name(broker, res.resource_name)
-        live = LIVE_KEYS if broker.zk_broker is not None else frozenset()
-        return describe_broker(broker.config, keys, docs, _layers(ctx), live)
+        services.topic_admin.check_broker_name(res.resource_name)
+        live = services.support.live_config_keys()
+        return describe_broker(services.config, keys, docs, _layers(ctx), live)
     if res.resource_type == ResourceType.BROKER_LOGGER:
-        topic_admin.check_broker_name(broker, res.resource_name)
+        services.topic_admin.check_broker_name(res.resource_name)
         return broker_loggers.describe(keys)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
 
 
 def _layers(ctx: RequestContext) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
     """Cluster mode: this broker's dynamic configs from ZooKeeper above server.properties."""
-    zk = ctx.broker.zk_broker
-    if zk is None:
-        return None
-    d = zk.dynamic
-    return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
-            (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
-            (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
+    return ctx.services.support.dynamic_config_layers()
 
 
 def _entry(d: ConfigDescription, synonyms: bool) -> Entry:

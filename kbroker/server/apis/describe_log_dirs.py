@@ -21,7 +21,7 @@ Partition = DescribeLogDirsResponse.DescribeLogDirsPartition
 
 
 def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    manager = ctx.broker.log_manager
+    manager = ctx.services.log_manager
     wanted = None if request.topics is None else {
         (t.topic, p) for t in request.topics for p in t.partitions}
     results = []

@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
 
 def _describe(ctx: RequestContext, tp: TopicPartition) -> R.PartitionResponse:
     try:
-        plog = ctx.broker.replica_manager.leader_log(tp)
+        plog = ctx.services.replica_manager.leader_log(tp)
     except KafkaError as e:
         return R.PartitionResponse(partition_index=tp.partition, error_code=e.error_code, error_message=str(e))
     state = plog.producer_state

@@ -33,14 +33,14 @@ MAX_PARTITION_LIMIT = 2000
 
 
 def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> Response:
-    broker = ctx.broker
+    services = ctx.services
     requested = sorted({t.name for t in request.topics})
     cursor = request.cursor
     if cursor is not None and (
         cursor.partition_index < 0 or (requested and cursor.topic_name not in requested)
     ):
         return error_response(request, 0, ErrorCode.INVALID_REQUEST)
-    names = requested or broker.topics.names()
+    names = requested or services.topics.names()
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     remaining = max(1, min(request.response_partition_limit, MAX_PARTITION_LIMIT))
@@ -51,7 +51,7 @@ def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> Resp
         if remaining == 0:
             next_cursor = Response.Cursor(topic_name=name, partition_index=start)
             break
-        info = broker.topics.get(name)
+        info = services.topics.get(name)
         if not authz.authorize_topic(ctx, "DESCRIBE", name):
             if requested:  # asked for by name; listing all topics leaves it out
                 topics.append(_unknown(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -86,7 +86,7 @@ def _describe(ctx: RequestContext, info: TopicInfo, start: int, end: int) -> Top
                 last_known_elr=[],
                 offline_replicas=list(pm.offline_replicas),
             )
-            for pm in ctx.broker.cluster.partitions(info) if start <= pm.partition < end
+            for pm in ctx.services.cluster.partitions(info) if start <= pm.partition < end
         ],
         topic_authorized_operations=authz.authorized_operations(ctx, ResourceType.TOPIC, info.name),
     )

@@ -30,7 +30,7 @@ def handle(ctx: RequestContext,
             R.DescribeUserScramCredentialsResult(user=u.name, error_code=code, error_message=message,
                                                  credential_infos=[])
             for u in request.users or ()])
-    stored = ctx.broker.scram_credentials.users()
+    stored = ctx.services.scram_credentials.users()
     if not request.users:
         wanted = sorted(stored)
         counts: Counter[str] = Counter()

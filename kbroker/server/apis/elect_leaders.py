@@ -13,6 +13,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 Result = ElectLeadersResponse.ReplicaElectionResult
@@ -20,17 +21,19 @@ PartitionResult = ElectLeadersResponse.PartitionResult
 
 
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
-    broker = ctx.broker
+    services = ctx.services
     election_type = request.election_type if ctx.api_version >= 1 else 0
     tps = None if request.topic_partitions is None else [
         TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     results: dict[TopicPartition, tuple[int, str | None]]
-    if broker.zk_broker is None:
-        results = {tp: (ErrorCode.ELECTION_NOT_NEEDED if broker.topics.get(tp.topic) is not None
+    try:
+        zk = services.support.require_zk()
+    except ZkRequired:
+        results = {tp: (ErrorCode.ELECTION_NOT_NEEDED if services.topics.get(tp.topic) is not None
                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) for tp in tps or []}
     else:
         try:
-            raw = await broker.zk_broker.controller.elect_leaders(election_type, tps)
+            raw = await zk.controller.elect_leaders(election_type, tps)
         except KafkaError as e:
             return error_response(request, ctx.api_version, e.error_code)
         results = {tp: (r.error_code, r.message) for tp, r in raw.items()}

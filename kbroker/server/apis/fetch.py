@@ -89,19 +89,19 @@ _UNKNOWN_ID = "\0"
 def _now_ms(ctx: RequestContext) -> float:
     # Long-poll waits are network time: the purgatory's timer (the loop's monotonic clock),
     # not the injected wall clock.
-    return ctx.broker.replica_manager.timer.time() * 1000
+    return ctx.services.replica_manager.timer.time() * 1000
 
 
 def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | PendingResponse:
     """Answer at once when the data is there; else park the request (a PendingResponse)."""
     deadline = _now_ms(ctx) + max(0, request.max_wait_ms)
     session: _Session | None = None
-    if ctx.api_version >= 7 and ctx.broker.clustered and _replica_id(request, ctx.api_version) >= 0:
+    if ctx.api_version >= 7 and ctx.services.support.serves_followers and _replica_id(request, ctx.api_version) >= 0:
         found = _session_for(ctx, request)
         if isinstance(found, int):
             return _session_error(found)
         session = found
-    purgatory = ctx.broker.replica_manager.delayed_fetch_purgatory
+    purgatory = ctx.services.replica_manager.delayed_fetch_purgatory
     # A follower's read may move the high watermark: the other follower's parked Fetch
     # (and consumers') re-read once this read is over.
     with purgatory.held():
@@ -168,7 +168,7 @@ _Session = tuple[FetchSession, bool]
 def _session_for(ctx: RequestContext, request: FetchRequest) -> _Session | int | None:
     """A follower's fetch session (kbroker.cluster.fetch_session), None when the fetch is
     sessionless, or the error code of an unknown session or a wrong epoch."""
-    cache = ctx.broker.fetch_sessions
+    cache = ctx.services.fetch_sessions
     session_id, epoch = request.session_id, request.session_epoch
     if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
         if session_id != INVALID_SESSION_ID:
@@ -187,7 +187,7 @@ def _session_for(ctx: RequestContext, request: FetchRequest) -> _Session | int |
         return ErrorCode.INVALID_FETCH_SESSION_EPOCH
     session.epoch = next_epoch(epoch)
     session.update(_requested(ctx, request), [
-        (ft.topic if ctx.api_version < 13 else _name_of(ctx.broker, ft.topic_id) or "", ft.partitions)
+        (ft.topic if ctx.api_version < 13 else _name_of(ctx.services, ft.topic_id) or "", ft.partitions)
         for ft in request.forgotten_topics_data])
     return session, False
 
@@ -195,7 +195,7 @@ def _session_for(ctx: RequestContext, request: FetchRequest) -> _Session | int |
 def _requested(ctx: RequestContext, request: FetchRequest) -> list[tuple[str, Any, list[Any]]]:
     out = []
     for ft in request.topics:
-        name = ft.topic if ctx.api_version < 13 else _name_of(ctx.broker, ft.topic_id)
+        name = ft.topic if ctx.api_version < 13 else _name_of(ctx.services, ft.topic_id)
         # an unknown topic id stays in the session under a name no topic has (it starts with
         # a NUL): answered UNKNOWN_TOPIC_ID
         out.append((name if name is not None else _UNKNOWN_ID + str(ft.topic_id), ft.topic_id,
@@ -219,14 +219,14 @@ def _read_once(
         response, nbytes, error, tps, cut = _read(ctx, request)
     else:
         response, nbytes, error, tps = _read_session(ctx, request, session[0], session[1], answered)
-    broker = ctx.broker
+    broker = ctx.services
     if (
         final
         or nbytes >= request.min_bytes
         or cut  # kbroker's own record bounds held data back: more would not come by waiting
         or error
         or not tps
-        or broker.shutting_down
+        or broker.shutting_down()
         or deadline - _now_ms(ctx) <= 0
     ):
         if nbytes:
@@ -252,10 +252,10 @@ def _count_bytes_out(stats: BrokerTopicStats, response: FetchResponse, follower:
 def _read(ctx: RequestContext, request: FetchRequest) -> tuple[FetchResponse, int, bool, list[Any], bool]:
     """The response, its bytes, whether a partition failed, the partitions read, and whether
     a record bound (step or budget) left records out."""
-    broker = ctx.broker
+    broker = ctx.services
     version = ctx.api_version
     replica_id = _replica_id(request, version)
-    if replica_id >= 0 and not broker.clustered:
+    if replica_id >= 0 and not broker.support.serves_followers:
         replica_id = -1  # a single broker has no followers: treat it as a consumer
     committed = request.isolation_level == READ_COMMITTED
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
@@ -353,7 +353,7 @@ def _read_session(ctx: RequestContext, request: FetchRequest, session: FetchSess
     """A follower's fetch in a session: every partition of the session is read (those the
     request left out at their last position), the answer has those with news (all of
     them when `full`); `answered` gets each answered partition with its data."""
-    broker = ctx.broker
+    broker = ctx.services
     replica_id = session.replica_id
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     authorized = not authz.enabled(ctx) or authz.authorize_cluster(ctx, "CLUSTER_ACTION")

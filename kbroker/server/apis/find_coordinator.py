@@ -39,7 +39,7 @@ def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordina
 
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
-    broker = ctx.broker
+    services = ctx.services
     if key_type == GROUP and not authz.authorize_group(ctx, "DESCRIBE", key):
         return _error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == TRANSACTION and not authz.authorize_transactional_id(ctx, "DESCRIBE", key):
@@ -47,11 +47,11 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type == GROUP:
         if coordinator(ctx).loading:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        topic: InternalTopic = broker.offsets_topic
+        topic: InternalTopic = services.offsets_topic
         ensure_created = topic.ensure_created
     elif key_type == TRANSACTION:
-        topic = broker.transaction_topic
-        ensure_created = broker.ensure_transaction_topic
+        topic = services.transaction_topic
+        ensure_created = services.support.ensure_transaction_topic
     else:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
     try:
@@ -63,8 +63,8 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the coordinator's topic {topic.name} is being created")
     tp = TopicPartition(topic.name, topic.partition_for(key))
     # The coordinator is the leader of the key's partition (this broker, on a single one).
-    pm = broker.cluster.partition(tp)
-    node = broker.cluster.broker(pm.leader) if pm is not None and pm.leader >= 0 else None
+    pm = services.cluster.partition(tp)
+    node = services.cluster.broker(pm.leader) if pm is not None and pm.leader >= 0 else None
     endpoint = node.endpoints.get(ctx.listener_name) if node is not None else None
     if node is None or endpoint is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,

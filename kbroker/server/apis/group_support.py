@@ -14,7 +14,7 @@ R = TypeVar("R")
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    coord: GroupCoordinator = ctx.broker.group_coordinator
+    coord: GroupCoordinator = ctx.services.group_coordinator
     return coord
 
 

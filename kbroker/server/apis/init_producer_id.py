@@ -35,7 +35,7 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest
            ) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     if request.transactional_id is not None:
         return _transactional(ctx, request)
-    ids = ctx.broker.producer_id_manager
+    ids = ctx.services.producer_id_manager
     if isinstance(ids, ZkProducerIdManager):
         # Any broker may get the request in a cluster: a new id every time, as Kafka answers
         # a producer without a transactional id.
@@ -59,7 +59,7 @@ async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) ->
     pid, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
     if (pid < 0) != (epoch < 0):
         return error_response(request, version, ErrorCode.INVALID_REQUEST)
-    result = await ctx.broker.txn_coordinator.init_producer_id(
+    result = await ctx.services.txn_coordinator.init_producer_id(
         request.transactional_id or "", request.transaction_timeout_ms, None if pid < 0 else (pid, epoch))
     code = result.error_code
     if code == ErrorCode.PRODUCER_FENCED and version < 4:

@@ -17,6 +17,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 TopicError = LeaderAndIsrResponse.LeaderAndIsrTopicError
@@ -24,14 +25,15 @@ PartitionError = LeaderAndIsrResponse.LeaderAndIsrPartitionError
 
 
 async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
-    rm = ctx.broker.replica_manager
-    if not ctx.broker.clustered:
+    rm = ctx.services.replica_manager
+    try:
+        zk = ctx.services.support.require_zk()
+    except ZkRequired:
         return error_response(request, ctx.api_version, ErrorCode.STALE_CONTROLLER_EPOCH)
     if 0 <= request.broker_epoch < rm.broker_epoch:
         return error_response(request, ctx.api_version, ErrorCode.STALE_BROKER_EPOCH)
-    if ctx.broker.zk_broker is not None:
-        for leader in request.live_leaders:
-            ctx.broker.zk_broker.live_leaders[leader.broker_id] = (leader.host_name, leader.port)
+    for leader in request.live_leaders:
+        zk.record_live_leader(leader.broker_id, leader.host_name, leader.port)
     items = []
     topic_ids = {}
     for ts, p in _states(request, ctx.api_version):

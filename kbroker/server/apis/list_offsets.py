@@ -31,7 +31,7 @@ READ_COMMITTED = 1
 
 def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
-    from_follower = request.replica_id >= 0 and ctx.broker.clustered
+    from_follower = request.replica_id >= 0 and ctx.services.support.serves_followers
     topics = []
     described = authz.authorized_topics(ctx, "DESCRIBE", (t.name for t in request.topics))
     for t in request.topics:
@@ -49,7 +49,7 @@ def _lookup(
     from_follower: bool = False,
 ) -> PartitionResponse:
     try:
-        partition = ctx.broker.replica_manager.leader_partition(
+        partition = ctx.services.replica_manager.leader_partition(
             TopicPartition(topic, p.partition_index), p.current_leader_epoch)
     except KafkaError as e:
         return _error(p.partition_index, e.error_code)

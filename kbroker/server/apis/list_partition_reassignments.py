@@ -13,6 +13,7 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 Topic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
@@ -21,14 +22,15 @@ Partition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
            ) -> ListPartitionReassignmentsResponse:
-    broker = ctx.broker
     tps = None if request.topics is None else [
         TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
-    if broker.zk_broker is None:
+    try:
+        zk = ctx.services.support.require_zk()
+    except ZkRequired:
         ongoing = {}
     else:
         try:
-            ongoing = broker.zk_broker.controller.list_partition_reassignments(tps)
+            ongoing = zk.controller.list_partition_reassignments(tps)
         except KafkaError as e:
             return error_response(request, ctx.api_version, e.error_code)
     by_topic: dict[str, list[Partition]] = {}

@@ -48,7 +48,7 @@ READY_WAIT_S = 10.0
 
 
 def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
-    if ctx.broker.clustered and not ctx.broker.metadata_cache.ready:
+    if not ctx.services.support.metadata_ready():
         return _when_ready(ctx, request)
     return _answer(ctx, request)
 
@@ -59,23 +59,24 @@ async def _when_ready(ctx: RequestContext, request: MetadataRequest) -> Metadata
     first UpdateMetadata instead of sending a client away with an empty cluster."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + READY_WAIT_S
-    while not ctx.broker.metadata_cache.ready and loop.time() < deadline:
-        await ctx.broker.metadata_changed(deadline - loop.time())
+    support = ctx.services.support
+    while not support.metadata_ready() and loop.time() < deadline:
+        await support.metadata_changed(deadline - loop.time())
     return _answer(ctx, request)
 
 
 def _answer(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
+    services = ctx.services
     version = ctx.api_version
     brokers = [
         MetadataResponse.MetadataResponseBroker(node_id=node.broker_id, host=endpoint[0],
                                                 port=endpoint[1], rack=node.rack)
-        for node in broker.cluster.listed_brokers()
+        for node in services.cluster.listed_brokers()
         if (endpoint := node.endpoints.get(ctx.listener_name)) is not None
     ]
     want_ops = version >= 8 and request.include_topic_authorized_operations
     if request.topics is None or (version == 0 and not request.topics):
-        every = sorted(broker.topics, key=_name)
+        every = sorted(services.topics, key=_name)
         if authz.enabled(ctx):  # all topics: those the principal may describe
             visible = authz.authorized_topics(ctx, "DESCRIBE", (i.name for i in every))
             every = [i for i in every if i.name in visible]
@@ -88,8 +89,8 @@ def _answer(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
         cluster_ops = authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(
         brokers=brokers,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.cluster.controller_id,
+        cluster_id=services.cluster_id,
+        controller_id=services.cluster.controller_id,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
     )
@@ -102,13 +103,13 @@ def _name(info: TopicInfo) -> str:
 def _requested(
     ctx: RequestContext, t: MetadataRequest.MetadataRequestTopic, allow_create: bool, want_ops: bool
 ) -> Topic:
-    broker = ctx.broker
+    services = ctx.services
     if t.name is None:
-        info = broker.topics.get_by_id(t.topic_id) if t.topic_id != ZERO_UUID else None
+        info = services.topics.get_by_id(t.topic_id) if t.topic_id != ZERO_UUID else None
         if info is None or not authz.authorize_topic(ctx, "DESCRIBE", info.name):
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id)
         return _describe(ctx, info, want_ops)
-    info = broker.topics.get(t.name)
+    info = services.topics.get(t.name)
     if not authz.authorize_topic(ctx, "DESCRIBE", t.name):
         return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name)
     if info is not None:
@@ -118,11 +119,11 @@ def _requested(
     except InvalidTopicError:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=t.name)
     creatable = allow_create and t.name not in INTERNAL_TOPICS  # internal topics: by their coordinator
-    if creatable and broker.config.auto_create_topics_enable and not broker.shutting_down:
+    if creatable and services.config.auto_create_topics_enable and not services.shutting_down():
         if not (authz.authorize_cluster(ctx, "CREATE") or authz.authorize_topic(ctx, "CREATE", t.name)):
             return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=t.name)
         try:
-            created = broker.auto_create_topic(t.name)
+            created = services.topic_admin.auto_create_topic(t.name)
         except Exception:
             log.exception("auto-creating topic %s failed", t.name)
             return Topic(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, name=t.name)
@@ -138,16 +139,16 @@ def _describe(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
     topic instead of building and encoding 100,000 entries."""
     if want_ops and authz.enabled(ctx):  # the operations depend on who asks: not cached
         return _build(ctx, info, want_ops)
-    state = (info.topic_id, info.partitions, bool(info.is_internal), ctx.broker.cluster.version)
-    cache = ctx.broker.metadata_topic_cache
+    state = (info.topic_id, info.partitions, bool(info.is_internal), ctx.services.cluster.version)
+    cache = ctx.services.metadata_topic_cache
     slot = (info.name, ctx.api_version, want_ops)
     cached = cache.get(slot)
     if cached is None or cached.state != state:
         w = Writer()
         _build(ctx, info, want_ops).encode(w, ctx.api_version)
         cached = cache[slot] = EncodedTopic(state, w.to_bytes())
-        if len(cache) > 8 * len(ctx.broker.topics) + 64:  # drop deleted topics' entries
-            for stale in [k for k in cache if ctx.broker.topics.get(k[0]) is None]:
+        if len(cache) > 8 * len(ctx.services.topics) + 64:  # drop deleted topics' entries
+            for stale in [k for k in cache if ctx.services.topics.get(k[0]) is None]:
                 del cache[stale]
     return cast(Topic, cached)
 
@@ -176,7 +177,7 @@ def _build(ctx: RequestContext, info: TopicInfo, want_ops: bool) -> Topic:
             isr_nodes=list(pm.isr),
             offline_replicas=list(pm.offline_replicas),
         )
-        for pm in ctx.broker.cluster.partitions(info)
+        for pm in ctx.services.cluster.partitions(info)
     ]
     return Topic(
         error_code=ErrorCode.NONE,

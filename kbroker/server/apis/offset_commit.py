@@ -27,16 +27,16 @@ Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
 
 
-def commit_timeout_s(broker: Any) -> float:
+def commit_timeout_s(services: Any) -> float:
     """How long a commit waits for its replicas: Kafka's offsets.commit.timeout.ms."""
-    return float(broker.config.offsets_commit_timeout_ms) / 1000
+    return float(services.config.offsets_commit_timeout_ms) / 1000
 
 
 def handle(ctx: RequestContext, request: OffsetCommitRequest
            ) -> OffsetCommitResponse | Awaitable[OffsetCommitResponse]:
     version = ctx.api_version
-    broker = ctx.broker
-    now = broker.time.milliseconds()
+    services = ctx.services
+    now = services.time.milliseconds()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     expire = now + retention if retention >= 0 else -1
     errors, offsets = requested_offsets(ctx, [(t.name, t.partitions) for t in request.topics], lambda p: (
@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest
             request.group_id, request.member_id, instance_id,
             request.generation_id_or_member_epoch, offsets))
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
-            waited = broker.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(broker))
+            waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
             if waited is not None:
                 return _after_replication(request, errors, waited)
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
@@ -63,7 +63,7 @@ def requested_offsets(ctx: RequestContext, topics: list[tuple[str, list[P]]],
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     readable = authz.authorized_topics(ctx, "READ", (name for name, _p in topics))
     for name, partitions in topics:
-        info = ctx.broker.topics.get(name)
+        info = ctx.services.topics.get(name)
         for p in partitions:
             index = p.partition_index  # type: ignore[attr-defined]
             if name not in readable:

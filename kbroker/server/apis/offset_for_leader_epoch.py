@@ -50,7 +50,7 @@ def _end_offset(
     ctx: RequestContext, topic: str, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition
 ) -> EpochEndOffset:
     try:
-        plog = ctx.broker.replica_manager.leader_log(TopicPartition(topic, p.partition),
+        plog = ctx.services.replica_manager.leader_log(TopicPartition(topic, p.partition),
                                                      p.current_leader_epoch)
     except KafkaError as e:
         return _error(p.partition, e.error_code)

@@ -94,7 +94,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
             answered = _respond(request, answers, results)
         else:
             pending.complete(_respond(request, answers, results))
-    ctx.broker.replica_manager.append_records(request.timeout_ms, acks, AppendOrigin.CLIENT, entries, respond)
+    ctx.services.replica_manager.append_records(request.timeout_ms, acks, AppendOrigin.CLIENT, entries, respond)
     if answered is not _NOT_ANSWERED:
         return answered
     pending = PendingResponse()

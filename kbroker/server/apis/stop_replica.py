@@ -9,16 +9,19 @@ from __future__ import annotations
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 PartitionError = StopReplicaResponse.StopReplicaPartitionError
 
 
 async def handle(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
-    broker = ctx.broker
-    if not broker.clustered:
+    services = ctx.services
+    try:
+        services.support.require_zk()
+    except ZkRequired:
         return error_response(request, ctx.api_version, ErrorCode.STALE_CONTROLLER_EPOCH)
-    rm = broker.replica_manager
+    rm = services.replica_manager
     if 0 <= request.broker_epoch < rm.broker_epoch:
         return error_response(request, ctx.api_version, ErrorCode.STALE_BROKER_EPOCH)
     version = ctx.api_version

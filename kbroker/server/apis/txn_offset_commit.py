@@ -37,8 +37,8 @@ R = TxnOffsetCommitResponse
 def handle(ctx: RequestContext, request: TxnOffsetCommitRequest
            ) -> TxnOffsetCommitResponse | Awaitable[TxnOffsetCommitResponse]:
     version = ctx.api_version
-    broker = ctx.broker
-    now = broker.time.milliseconds()
+    services = ctx.services
+    now = services.time.milliseconds()
     errors, offsets = requested_offsets(ctx, [(t.name, t.partitions) for t in request.topics], lambda p: (
         OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                           p.committed_metadata or "", now)))
@@ -49,7 +49,7 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequest
             request.group_id, request.producer_id, request.producer_epoch, member, instance, generation,
             offsets))
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
-            waited = broker.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(broker))
+            waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
             if waited is not None:
                 return _after_replication(request, errors, waited)
     return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))

@@ -10,7 +10,7 @@ from kbroker.server.request_context import RequestContext
 
 
 def txn_coordinator(ctx: RequestContext) -> TransactionCoordinator:
-    coord: TransactionCoordinator = ctx.broker.txn_coordinator
+    coord: TransactionCoordinator = ctx.services.txn_coordinator
     return coord
 
 

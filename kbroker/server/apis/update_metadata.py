@@ -17,19 +17,22 @@ from kbroker.cluster.metadata_cache import BrokerNode, PartitionMetadata
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
-    broker = ctx.broker
-    if not broker.clustered:
+    services = ctx.services
+    try:
+        zk = services.support.require_zk()
+    except ZkRequired:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    cache = broker.metadata_cache
+    cache = zk.metadata_cache
     if request.controller_epoch < cache.controller_epoch:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    if 0 <= request.broker_epoch < broker.replica_manager.broker_epoch:
+    if 0 <= request.broker_epoch < services.replica_manager.broker_epoch:
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     version = ctx.api_version
     brokers = [BrokerNode(b.id, _endpoints(b, version), b.rack) for b in request.live_brokers]
@@ -46,9 +49,9 @@ def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadat
     deleted = cache.update(request.controller_id, request.controller_epoch, brokers,
                            [(name, tid, parts) for name, (tid, parts) in topics.items()])  # type: ignore[misc]
     for topic in deleted:
-        broker.group_coordinator.on_topic_deleted(topic)
-        broker.topic_stats.remove_topic(topic)
-    broker.on_metadata_update()
+        services.group_coordinator.on_topic_deleted(topic)
+        services.topic_stats.remove_topic(topic)
+    zk.on_metadata_update()
     return UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
 

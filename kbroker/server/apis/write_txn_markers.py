@@ -21,7 +21,7 @@ R = WriteTxnMarkersResponse
 
 
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    writer = ctx.broker.marker_writer
+    writer = ctx.services.marker_writer
     results = await asyncio.gather(*(
         writer.write(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
                      [TopicPartition(t.name, p) for t in m.topics for p in t.partition_indexes])
