@@ -6,6 +6,9 @@ state, so every result and event is handed to the broker's event loop with
 `call_soon_threadsafe`, and the loop never waits on a kazoo call: the operations here
 are coroutines over kazoo's `*_async` calls.
 
+The controller sees it as a KafkaZkClient (kbroker.cluster.controller.kafka_zk_client,
+the operations it uses); tests give the controller an in-memory one instead.
+
 `zookeeper.connect` is `host:port[,host:port...][/chroot]`. The chroot is created on
 first start (as Kafka does) and every path below is relative to it.
 
