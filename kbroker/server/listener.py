@@ -36,7 +36,9 @@ from kbroker.config import Listener, per_ip_overrides
 from kbroker.security.settings import ListenerSecurity
 from kbroker.security.tls import server_context
 from kbroker.server.api_table import api_table
-from kbroker.server.connection import RECV_CHUNK, Connection
+from kbroker.server.connection import Connection
+from kbroker.server.network_receive import RECV_CHUNK
+from kbroker.server.request_dispatcher import RequestDispatcher
 from kbroker.server.request_logger import RequestLog
 from kbroker.server.request_queue import RequestQueue
 from kbroker.server.tls_transport import TLS_RECV_CHUNK
@@ -159,6 +161,7 @@ class SocketServer:
         self.broker = broker
         self.loop = loop
         self.api_table = api_table(broker.clustered)
+        self.dispatch = RequestDispatcher(broker, self.api_table)  # every connection's
         self.listeners: list[BoundListener] = []
         self.connections: set[Connection] = set()
         # Every connection's recv_into lands here (one socket read at a time on this loop),
@@ -225,7 +228,7 @@ class SocketServer:
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(self, sock, listener_name)
+        conn = Connection(self, sock, listener_name, self.dispatch)
         conn.ip = ip
         self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         self.connections.add(conn)
