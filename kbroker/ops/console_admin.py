@@ -20,10 +20,12 @@ own (delete.topic.enable, TOPIC_ALREADY_EXISTS, invalid configs, a group with ac
 members refused with UNKNOWN_MEMBER_ID), in cluster mode as on a single broker.
 
 Who asks (kbroker.ops.console_auth): a request this broker answers is handed to its
-Kafka API in the process, as the console's user: encoded and decoded as on the wire,
-authorized by the broker's authorizer for that user and host exactly as the API
-authorizes a client (so the console needs no Kafka listener it could reach, whatever
-their security), with client id `kbroker-console`. A request another broker answers
+Kafka API in the process, as the console's user: encoded as on the wire and given to the
+broker's one RequestDispatcher (kbroker.server.request_dispatcher, the connections' own)
+through a _ConsoleChannel, so it is decoded, authorized by the broker's authorizer for
+that user and host and handled exactly as a client's request is (so the console needs
+no Kafka listener it could reach, whatever their security), with client id
+`kbroker-console`; the response's bytes are decoded as a client decodes them. A request another broker answers
 (cluster mode) is first authorized here for the user as that API would authorize it
 (REMOTE_CHECKS; every broker holds the same ACLs) and then sent over the inter-broker
 listener, as the brokers send each other theirs. Refused: a 403 with the API's
