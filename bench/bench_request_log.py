@@ -26,6 +26,8 @@ Brokers (--configs picks some):
     python bench/bench_request_log.py                    # 7 repeats, every broker
     python bench/bench_request_log.py --repeats 15 --configs before,before2,off --perf-records 0
     python bench/bench_request_log.py --this HEAD        # both sides built alike from git refs
+    python bench/bench_request_log.py --before-tree DIR --configs before,before2,off --perf-records 0
+                                                         # the build before from a source tree
 
 Output: per broker and metric the median over repeats, the min..max, and the ratio of
 medians to `before`; the noise band is before2/before (the same build twice). The
@@ -182,9 +184,11 @@ def perf_phase(broker: brokers.RunningBroker, records: int) -> dict[str, float]:
 
 # ---------------------------------------------------------------- runs
 
-def specs(configs: list[str], before: str, this: str | None) -> dict[str, brokers.BrokerSpec]:
+def specs(configs: list[str], before: str, this: str | None,
+          before_tree: Path | None = None) -> dict[str, brokers.BrokerSpec]:
     """One spec per config; the configs of one build share its worktree (prepared once)."""
-    before_spec = brokers.kbroker_ref_spec(before)
+    before_spec = (brokers.kbroker_spec(before_tree, name=f"kbroker-tree:{before_tree}")
+                   if before_tree is not None else brokers.kbroker_ref_spec(before))
     this_spec = brokers.kbroker_ref_spec(this) if this else brokers.kbroker_spec()
     out: dict[str, brokers.BrokerSpec] = {}
     for name in configs:
@@ -247,6 +251,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--configs", default=",".join(CONFIGS),
                    help=f"brokers to run, from {', '.join(CONFIGS)}")
     p.add_argument("--before", default="main", help="git ref of the build before (default main)")
+    p.add_argument("--before-tree", type=Path, metavar="DIR",
+                   help="the build before from this source tree, built in place, instead of "
+                        "--before (e.g. another worktree)")
     p.add_argument("--this", metavar="REF",
                    help="run off/debug/trace/file from a build of this git ref, made as the "
                         "before build is (default: this working tree)")
@@ -266,7 +273,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    configured = specs(args.configs, args.before, args.this)
+    configured = specs(args.configs, args.before, args.this, args.before_tree)
     log_dir = Path(tempfile.mkdtemp(prefix="kbroker-bench-reqlog-"))
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []

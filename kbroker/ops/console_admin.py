@@ -20,10 +20,12 @@ own (delete.topic.enable, TOPIC_ALREADY_EXISTS, invalid configs, a group with ac
 members refused with UNKNOWN_MEMBER_ID), in cluster mode as on a single broker.
 
 Who asks (kbroker.ops.console_auth): a request this broker answers is handed to its
-Kafka API in the process, as the console's user: encoded and decoded as on the wire,
-authorized by the broker's authorizer for that user and host exactly as the API
-authorizes a client (so the console needs no Kafka listener it could reach, whatever
-their security), with client id `kbroker-console`. A request another broker answers
+Kafka API in the process, as the console's user: encoded as on the wire and given to the
+broker's one RequestDispatcher (kbroker.server.request_dispatcher, the connections' own)
+through a _ConsoleChannel, so it is decoded, authorized by the broker's authorizer for
+that user and host and handled exactly as a client's request is (so the console needs
+no Kafka listener it could reach, whatever their security), with client id
+`kbroker-console`; the response's bytes are decoded as a client decodes them. A request another broker answers
 (cluster mode) is first authorized here for the user as that API would authorize it
 (REMOTE_CHECKS; every broker holds the same ACLs) and then sent over the inter-broker
 listener, as the brokers send each other theirs. Refused: a 403 with the API's
@@ -47,7 +49,6 @@ Lock: the broker's event loop (the connections live for one action).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -73,10 +74,10 @@ from kbroker.server.authorization import (
     authorize_cluster,
     authorize_group,
     authorize_topic,
-    request_refusal,
 )
-from kbroker.server.connection import decode_request, encode_response
-from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
+from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse, RequestContext
+from kbroker.server.request_dispatcher import encode_response
+from kbroker.server.response_slots import ResponseSlot
 
 if TYPE_CHECKING:
     from kbroker.ops.served_broker import ServedBroker
@@ -144,6 +145,67 @@ REMOTE_CHECKS = {
 }
 
 
+class _Unmetered:
+    """The console's requests are not a client's: no client quota records them."""
+
+    active = False
+
+
+class _ConsoleChannel:
+    """The console's side of one request that this broker's RequestDispatcher serves, as
+    a client connection is for a client's: the console user's principal and host
+    (kbroker.ops.console_auth), the listener the console acts on, and `answer`: the
+    response's encoded parts, or AdminFailed(NETWORK_EXCEPTION) where a connection would
+    be closed (an undecodable request, a refusal or failure without an error answer,
+    CLOSE_CONNECTION)."""
+
+    quotas = _Unmetered()
+
+    def __init__(self, http_request: web.Request, listener: str, api_key: int) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.peer = f"{http_request.remote or 'unknown'}:0"
+        self.listener_name = listener
+        self.principal = principal_of(http_request)
+        self.client_software: str | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.deferred: set[PendingResponse] = set()
+        self.api_key = api_key
+        self.answer: asyncio.Future[list[Any]] = self.loop.create_future()
+
+    def new_slot(self, api_key: int, version: int, correlation_id: int, size: int,
+                 header: Any = None, request: Any = None) -> ResponseSlot:
+        return ResponseSlot(api_key, version, correlation_id, size)
+
+    def complete(self, slot: ResponseSlot, response: Any, close_after: bool = False) -> None:
+        if self.answer.done():
+            return
+        if response is CLOSE_CONNECTION or response is None or close_after:
+            self.close()
+            return
+        try:
+            parts = encode_response(response, slot.api_key, slot.version, slot.correlation_id)
+        except Exception as e:  # as a connection closes on it, without hanging the action
+            self.answer.set_exception(e)
+            return
+        self.answer.set_result(parts)
+
+    def recorded(self, quota: str, slot: ResponseSlot, value: float) -> int:
+        return 0
+
+    def close(self) -> None:
+        if not self.answer.done():
+            self.answer.set_exception(AdminFailed(ErrorCode.NETWORK_EXCEPTION,
+                                                  f"{ApiKey(self.api_key).name} closed"))
+
+    def cancel(self) -> None:
+        """The action is over: what the handler still runs is cancelled."""
+        for task in list(self.tasks):
+            task.cancel()
+        for pending in self.deferred:
+            pending.cancel()
+        self.deferred.clear()
+
+
 class ConsoleAdmin:
     """One write action of one console user (`request`): its connections to other
     brokers, opened as needed and closed at the end."""
@@ -163,10 +225,10 @@ class ConsoleAdmin:
         self._connections.clear()
 
     def _user(self, api_key: int, version: int) -> RequestContext:
-        services = self.broker.services
-        if services is None:
+        state = self.broker.services
+        if state is None:
             raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not running")
-        return context(services, self.http_request, listener_name(self.broker), api_key, version,
+        return context(state, self.http_request, listener_name(self.broker), api_key, version,
                        client_id=CLIENT_ID)
 
     async def _send(self, node_id: int | None, request: Any, version: int) -> Any:
@@ -184,25 +246,21 @@ class ConsoleAdmin:
 
     async def _local(self, request: Any, version: int) -> Any:
         """This broker's Kafka API answers `request` as it answers a client: the request
-        encoded and decoded as on the wire, authorized for the console's user, and the
-        response likewise."""
+        encoded as on the wire and handed to the broker's RequestDispatcher (decoded,
+        authorized for the console's user, handled) through a _ConsoleChannel, and the
+        response's bytes decoded as a client decodes them."""
         api_key = request.API_KEY
-        ctx = self._user(api_key, version)
-        spec = ctx.services.support.api_table()[api_key]
+        state, server = self.broker.services, self.broker.server
+        if state is None or server is None:
+            raise AdminFailed(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not running")
         frame = encode_request(request, version, 0, CLIENT_ID)
-        _header, decoded = decode_request(memoryview(frame)[4:], api_key, version)
-        refused = request_refusal(ctx, decoded) if ctx.services.authorizer is not None else None
-        if refused is not None:
-            assert spec.error_response is not None
-            response = spec.error_response(decoded, version, refused)
-        else:
-            response = spec.handler(ctx, decoded)
-            if inspect.isawaitable(response):
-                response = await response
-        if response is CLOSE_CONNECTION:
-            raise AdminFailed(ErrorCode.NETWORK_EXCEPTION, f"{ApiKey(api_key).name} closed")
-        wire = b"".join(p if isinstance(p, bytes | bytearray) else p.read_bytes()
-                        for p in encode_response(response, api_key, version, 0))
+        channel = _ConsoleChannel(self.http_request, listener_name(self.broker), api_key)
+        server.dispatch(channel, bytearray(memoryview(frame)[4:]))
+        try:
+            parts = await channel.answer
+        finally:
+            channel.cancel()
+        wire = b"".join(p if isinstance(p, bytes | bytearray) else p.read_bytes() for p in parts)
         reader = Reader(bytearray(wire[4:]))
         ResponseHeader.decode(reader, response_header_version(api_key, version))
         return RESPONSES[api_key].decode(reader, version)

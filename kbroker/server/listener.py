@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING
 from kbroker.config import Listener, per_ip_overrides
 from kbroker.security.settings import ListenerSecurity
 from kbroker.security.tls import server_context
-from kbroker.server.connection import RECV_CHUNK, Connection
+from kbroker.server.connection import Connection
+from kbroker.server.network_receive import RECV_CHUNK
+from kbroker.server.request_dispatcher import RequestDispatcher
 from kbroker.server.request_logger import RequestLog
 from kbroker.server.request_queue import RequestQueue
 from kbroker.server.tls_transport import TLS_RECV_CHUNK
@@ -158,6 +160,7 @@ class SocketServer:
         self.services = services
         self.loop = loop
         self.api_table = services.support.api_table()
+        self.dispatch = RequestDispatcher(services, self.api_table)  # every connection's
         self.listeners: list[BoundListener] = []
         self.connections: set[Connection] = set()
         # Every connection's recv_into lands here (one socket read at a time on this loop),
@@ -177,11 +180,6 @@ class SocketServer:
         self.connections_created: dict[str, int] = {}
         self.connections_closed: dict[str, int] = {}
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
-
-    @property
-    def broker(self) -> RequestServices:
-        """The services, under the name server/connection.py reads them by."""
-        return self.services
 
     def listener_security(self, name: str) -> ListenerSecurity:
         return self.services.config.listener_security[name]
@@ -229,7 +227,7 @@ class SocketServer:
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(self, sock, listener_name)
+        conn = Connection(self, sock, listener_name, self.dispatch)
         conn.ip = ip
         self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         self.connections.add(conn)

@@ -26,7 +26,7 @@ from kbroker.protocol.messages.describe_user_scram_credentials import (
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from kbroker.server import connection as connection_module
+from kbroker.server import authentication_gate
 
 from .security_support import (
     PLAIN_JAAS,
@@ -181,7 +181,7 @@ def test_oversized_token_before_authentication_closes(secure_broker) -> None:
 
 def test_unauthenticated_connections_are_closed_after_the_timeout(
         secure_broker, pki, monkeypatch) -> None:
-    monkeypatch.setattr(connection_module, "AUTHENTICATION_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(authentication_gate, "AUTHENTICATION_TIMEOUT_S", 0.5)
     with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as sasl_conn, \
             socket.create_connection(("127.0.0.1", int(endpoint(secure_broker, "SSL").split(":")[1]))) as tls_conn:
         assert sasl_conn.call(ApiVersionsRequest(), 0).error_code == 0

@@ -7,8 +7,9 @@ from pathlib import Path
 
 _PROTOCOL = ("kbroker.protocol",)
 INSTRUMENTED: dict[str, tuple[str, ...]] = {
-    "frame": (*_PROTOCOL, "kbroker.server.connection", "kbroker.server.apis.api_versions"),
-    "requests": (*_PROTOCOL, "kbroker.server.connection"),
+    "frame": (*_PROTOCOL, "kbroker.server.network_receive", "kbroker.server.request_dispatcher",
+              "kbroker.server.apis.api_versions"),
+    "requests": (*_PROTOCOL, "kbroker.server.request_dispatcher"),
     "produce": ("kbroker.records", "kbroker.storage", "kbroker.server.apis.produce"),
     "sasl": ("kbroker.security", "kbroker.server.authenticator"),
 }

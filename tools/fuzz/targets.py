@@ -5,7 +5,7 @@ exactly the errors that code declares (the ones the connection maps to an error 
 a close). Anything else that escapes is a finding: atheris reports it with the input.
 
     frame     a byte stream as a connection reads it: size-prefixed frames
-              (kbroker.server.connection.frame_size), each parsed as the connection
+              (kbroker.server.network_receive.frame_size), each parsed as the connection
               does before dispatch (parse_frame: header, API key and version check,
               header + body decode). Declared: FrameError.
     requests  one request frame of any API key and version the broker serves, single
@@ -59,7 +59,8 @@ from kbroker.security.settings import ListenerSecurity
 from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.apis import produce
 from kbroker.server.authenticator import SaslAuthenticator
-from kbroker.server.connection import FrameError, decode_request, frame_size, parse_frame
+from kbroker.server.network_receive import FrameError, frame_size
+from kbroker.server.request_dispatcher import decode_request, parse_frame
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 from kbroker.utils.time import MockTime
