@@ -57,9 +57,7 @@ CALLS = ("scan", "validate", "scan_2_threads")
 def worker(tree: str, data_dir: str) -> None:
     """Answer one JSON line per request line read from stdin."""
     sys.path.insert(0, tree)
-    from kbroker._core import records
-
-    assert records.__file__ is not None and records.__file__.startswith(tree), records.__file__
+    records = core_of(tree)
     segments = {name: (Path(data_dir) / f"{name}.log").read_bytes() for name in CASES}
     for line in sys.stdin:
         req = json.loads(line)
@@ -71,6 +69,23 @@ def worker(tree: str, data_dir: str) -> None:
             names = CALLS if req["first"] == "scan" else CALLS[::-1]
             out = {name: time_calls(records, name, data, req["calls"]) for name in names}
         print(json.dumps(out), flush=True)
+
+
+def core_of(tree: str) -> Any:
+    """scan_segment and validate_batches of a tree's core: from kbroker._core.records in a
+    tree before the record core's split, from segment_scan and batch_validation after."""
+    from types import SimpleNamespace
+
+    try:
+        from kbroker._core import batch_validation, segment_scan
+    except ImportError:
+        from kbroker._core import records as old
+
+        assert old.__file__ is not None and old.__file__.startswith(tree), old.__file__
+        return old
+    assert segment_scan.__file__ is not None and segment_scan.__file__.startswith(tree), segment_scan.__file__
+    return SimpleNamespace(scan_segment=segment_scan.scan_segment,
+                           validate_batches=batch_validation.validate_batches)
 
 
 def describe(scan: Any) -> dict[str, Any]:

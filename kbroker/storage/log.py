@@ -40,7 +40,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from time import monotonic_ns as _monotonic_ns
 
-from kbroker._core import records as _records
+from kbroker._core import batch_validation, segment_scan
+from kbroker._core.records import RecordValidationError
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.batch_header import producer_batches_of
@@ -222,14 +223,14 @@ class Log:
         now = self.time.milliseconds()
         require_keys = cfg.compact and assign  # Kafka's LogValidator: the leader checks keys
         try:
-            info = _records.validate_batches(
+            info = batch_validation.validate_batches(
                 view, cfg.max_message_bytes, now_ms=now,
                 timestamp_before_max_ms=cfg.timestamp_before_max_ms,
                 timestamp_after_max_ms=cfg.timestamp_after_max_ms,
                 check_timestamps=origin is AppendOrigin.CLIENT and not cfg.log_append_time,
                 from_client=origin is AppendOrigin.CLIENT, require_keys=require_keys,
             )
-        except _records.RecordValidationError as e:
+        except RecordValidationError as e:
             if e.error_code == ErrorCode.INVALID_RECORD and require_keys:
                 check_keys(self.topic_partition, view, compressed_only=False,
                            max_uncompressed=self._max_uncompressed)
@@ -260,11 +261,11 @@ class Log:
         elif view.readonly and log_append_time < 0 and info.batch_count <= 256:
             # read-only payload: write patched 16-byte heads + the untouched rest (pwritev)
             first = self.log_end_offset
-            buf, last = _records.assign_offsets_pieces(view, first, leader_epoch)
+            buf, last = batch_validation.assign_offsets_pieces(view, first, leader_epoch)
         else:
             first = self.log_end_offset
             buf = view if not view.readonly else bytearray(view)
-            last = _records.assign_offsets(buf, first, leader_epoch, log_append_time)
+            last = batch_validation.assign_offsets(buf, first, leader_epoch, log_append_time)
         if log_append_time >= 0:
             max_ts, off_max = log_append_time, first
         else:
@@ -333,8 +334,8 @@ class Log:
                 break
         return out
 
-    def _recompress(self, view: memoryview, info: _records.BatchesInfo,
-                    now: int) -> tuple[memoryview, _records.BatchesInfo]:
+    def _recompress(self, view: memoryview, info: batch_validation.BatchesInfo,
+                    now: int) -> tuple[memoryview, batch_validation.BatchesInfo]:
         """compression.type other than `producer`: re-encode batches with the topic's codec."""
         cfg = self.config
         codec = CODEC_BY_NAME[cfg.compression_type]
@@ -348,8 +349,8 @@ class Log:
             raise InvalidRecordsError(f"cannot decompress batch: {e}") from e
         out = memoryview(data)
         try:
-            return out, _records.validate_batches(out, cfg.max_message_bytes, now_ms=now)
-        except _records.RecordValidationError as e:
+            return out, batch_validation.validate_batches(out, cfg.max_message_bytes, now_ms=now)
+        except RecordValidationError as e:
             raise InvalidRecordsError(str(e), e.error_code) from e
 
     @property
@@ -357,8 +358,8 @@ class Log:
         """The most a batch of this log may expand to when the broker inflates it."""
         return DECOMPRESSION_RATIO_LIMIT * max(self.config.max_message_bytes, 1)
 
-    def _follower_offsets(self, view: memoryview, info: _records.BatchesInfo) -> tuple[int, int]:
-        scan = _records.scan_segment(view, 0, 0, -1, 1 << 62)
+    def _follower_offsets(self, view: memoryview, info: batch_validation.BatchesInfo) -> tuple[int, int]:
+        scan = segment_scan.scan_segment(view, 0, 0, -1, 1 << 62)
         first = int.from_bytes(view[0:8], "big", signed=True)
         last = scan.next_offset - 1
         if first < self.log_end_offset or scan.valid_bytes != len(view):
@@ -833,7 +834,7 @@ class Log:
                 break
             data = FileSlice(*info.records).read_bytes()
             out += data
-            scan = _records.scan_segment(data, 0)
+            scan = segment_scan.scan_segment(data, 0)
             if scan.next_offset <= offset:
                 break
             offset = scan.next_offset
