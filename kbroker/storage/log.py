@@ -46,7 +46,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.batch_header import producer_batches_of
 from kbroker.records.compression import CODEC_BY_NAME, DECOMPRESSION_RATIO_LIMIT, Codec
-from kbroker.records.file_slice import FileSlice, SegmentFile
+from kbroker.records.file_slice import SegmentFile
 from kbroker.records.recompress import recompress_batches
 from kbroker.storage.compacted_keys import check_keys
 from kbroker.storage.errors import (
@@ -576,31 +576,23 @@ class Log:
         self._delete_segment_files(doomed)
         return len(doomed)
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment], truncations: int,
-                         crash: Callable[[str], None] | None = None) -> bool:
-        """Swap the log cleaner's segment (its files with the .cleaned suffix) in for the
-        segments it replaces, as Kafka's replaceSegments, in three steps the cleaner may
-        spread over turns of the event loop (each leaves the log readable):
-
-          begin_replace    .cleaned -> .swap; the new segment in the log, the old ones out
-          retire_segments  the old ones' files renamed .deleted (removed after
-                           file.delete.delay.ms; reads in flight keep their descriptors)
-          finish_replace   .swap -> no suffix
-
-        A crash anywhere leaves what LogLoader finishes (a whole .swap: the old segments in
-        its range go) or undoes (.cleaned files). False, and the new files removed, when
-        the log changed meanwhile (closed, truncated, an old segment deleted;
-        `truncations`: the count when the cleaning began)."""
-        if not self.begin_replace(new, old, truncations, crash):
-            return False
-        self.retire_segments(old)
-        if crash is not None:
-            crash("deleted")
-        self.finish_replace(new, crash)
-        return True
-
+    # -- the log cleaner's swap (Kafka's replaceSegments) -----------------------------
+    # The cleaner's segment (its files with the .cleaned suffix) goes in for the segments
+    # it replaces in three steps, which the cleaner spreads over turns of the event loop
+    # (each leaves the log readable):
+    #
+    #   begin_replace    .cleaned -> .swap; the new segment in the log, the old ones out
+    #   retire_segments  the old ones' files renamed .deleted (removed after
+    #                    file.delete.delay.ms; reads in flight keep their descriptors)
+    #   finish_replace   .swap -> no suffix
+    #
+    # A crash anywhere leaves what LogLoader finishes (a whole .swap: the old segments in
+    # its range go) or undoes (.cleaned files).
     def begin_replace(self, new: LogSegment, old: list[LogSegment], truncations: int,
                       crash: Callable[[str], None] | None = None) -> bool:
+        """The first step; False, and the new files removed, when the log changed meanwhile
+        (closed, truncated, an old segment deleted; `truncations`: the count when the
+        cleaning began)."""
         current = [self.segments.get(seg.base_offset) for seg in old]
         if self.closed or truncations != self.truncations or old[-1] is self.segments.active \
                 or any(c is not o for c, o in zip(current, old, strict=True)):
@@ -823,22 +815,6 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaStorageError(f"log {self.topic_partition} is closed")
-
-    def read_all_bytes(self) -> bytes:
-        """Every byte from the log start to the log end (tests)."""
-        out = bytearray()
-        offset = self.log_start_offset
-        while offset < self.log_end_offset:
-            info = self.read(offset, 1 << 30, max_offset=self.log_end_offset)
-            if info.records is None:
-                break
-            data = FileSlice(*info.records).read_bytes()
-            out += data
-            scan = segment_scan.scan_segment(data, 0)
-            if scan.next_offset <= offset:
-                break
-            offset = scan.next_offset
-        return bytes(out)
 
 
 _PROCESS_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)

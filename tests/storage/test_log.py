@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from batches import Rec, decode_batches, make_batch, values_batch
+from log_bytes import read_all_bytes
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.records.batch_header import BatchHeader
@@ -174,7 +175,7 @@ def test_truncate_to(env: Env) -> None:
     assert log.end_offset_for_epoch(4) == (-1, -1)  # newer than any left: unknown, as Kafka
     info = log.append_as_leader(values_batch(1), leader_epoch=7)
     assert info.first_offset == 30
-    assert offsets_in(log.read_all_bytes()) == list(range(31))
+    assert offsets_in(read_all_bytes(log)) == list(range(31))
     log.truncate_to(0)
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
@@ -248,4 +249,4 @@ def test_rolls_when_an_index_is_full(env: Env) -> None:
     segments = list(log.segments)
     assert len(segments) >= 3
     assert all(s.offset_index.entries <= 3 for s in segments)
-    assert [r[0] for b in decode_batches(log.read_all_bytes()) for r in b[2]] == list(range(12))
+    assert [r[0] for b in decode_batches(read_all_bytes(log)) for r in b[2]] == list(range(12))
