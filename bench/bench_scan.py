@@ -4,9 +4,10 @@
     python bench/bench_scan.py --ref main       # ... and beside the build of a git ref (before/after)
     python bench/bench_scan.py --ref main --quick
 
-scan_segment is what recovery (LogLoader, through LogSegment.recover) and follower
-appends (Log._follower_offsets) run over a segment's bytes: CRC-32C of every batch,
-offset order, the sparse offset and time index entries, leader epoch starts.
+scan_segment is what recovery (LogLoader, through LogSegment.recover) runs over a
+segment's bytes: CRC-32C of every batch, offset order, the sparse offset and time index
+entries, leader epoch starts (a follower's append does its accounting inside
+validate_follower_batches; bench/bench_follower_append.py measures that).
 validate_batches is the peer in the same process: it checks a Produce payload's
 batches (CRC-32C too, and walks every record of an uncompressed batch).
 

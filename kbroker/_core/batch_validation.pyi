@@ -20,6 +20,11 @@ class BatchesInfo:
     @property
     def has_control(self) -> bool: ...
 
+class FollowerBatchesInfo(BatchesInfo):
+    in_order_bytes: int
+    next_offset: int
+    epoch_starts: list[tuple[int, int]]
+
 def validate_batches(
     buf: object,
     max_message_bytes: int = ...,
@@ -31,6 +36,7 @@ def validate_batches(
     from_client: bool = ...,
     require_keys: bool = ...,
 ) -> BatchesInfo: ...
+def validate_follower_batches(buf: object, max_message_bytes: int = ...) -> FollowerBatchesInfo: ...
 def assign_offsets(
     buf: object, base_offset: int, partition_leader_epoch: int, log_append_time: int = ...
 ) -> int: ...

@@ -1,11 +1,14 @@
 # cython: language_level=3
-"""Record batch validation and offset assignment (Kafka's LogValidator), over the layout
-of records.pxd.
+"""Record batch validation and offset assignment (Kafka's LogValidator, and the
+follower's analyzeAndValidateRecords), over the layout of records.pxd.
 
 validate_batches checks every batch of a Produce payload (the frame and CRC-32C through
 records.check_frame, the records of an uncompressed batch walked, timestamps, keys)
 without decoding compressed records; assign_offsets and assign_offsets_pieces then patch
 baseOffset and partitionLeaderEpoch, which lie before the CRC-covered bytes.
+validate_follower_batches is the follower's one walk over a fetched payload: the same
+checks, and on the same batches segment_scan's accounting (offsets increasing, leader
+epoch changes), so each batch's CRC-32C is computed once.
 
 The walkers run without the GIL and return records.pxd statuses; the Python functions
 raise them as RecordValidationError (with the ErrorCode to answer with).
@@ -29,6 +32,7 @@ from kbroker._core.records cimport (
     ST_CONTROL,
     ST_COUNT,
     ST_NO_KEY,
+    ST_NO_MEMORY,
     ST_OFFSET_DELTA,
     ST_OK,
     ST_RECORDS,
@@ -47,6 +51,7 @@ from kbroker._core.records cimport (
     seal_batch,
     status_error,
 )
+from kbroker._core.segment_scan cimport Scan, epoch_start_list, scan_account, scan_free, scan_start
 
 from kbroker._core.records import RecordValidationError
 from kbroker.common.error_code import ErrorCode
@@ -210,17 +215,22 @@ cdef void summary_start(Summary *s) noexcept nogil:
 
 
 cdef int validate_all(const unsigned char *buf, int64_t n, const ValidateArgs *a,
-                      Summary *s) noexcept nogil:
-    """Validate every batch into the summary; the first fault's status."""
+                      Summary *s, Scan *scan, int *scan_status) noexcept nogil:
+    """Validate every batch into the summary; the first fault's status. With a scan (a
+    follower's append, else NULL), scan_account on each batch too, until the first whose
+    offsets do not follow (scan_status: ST_OK, or its status; scan.position: where)."""
     cdef int64_t pos = 0
     cdef int st
     cdef Header h
     summary_start(s)
+    scan_status[0] = ST_OK
     while pos < n:
         st = validate_one(buf + pos, n - pos, a, s, &h)
         if st != ST_OK:
             s.error_position = pos
             return st
+        if scan != NULL and scan_status[0] == ST_OK:
+            scan_status[0] = scan_account(&h, scan)
         pos += <int64_t>h.batch_length + LOG_OVERHEAD
     return ST_OK
 
@@ -274,7 +284,7 @@ def validate_batches(const unsigned char[::1] buf, long long max_message_bytes=0
     """
     cdef ValidateArgs a
     cdef Summary s
-    cdef int st
+    cdef int st, no_scan
     cdef int64_t n = buf.shape[0]
     cdef const unsigned char *p = &buf[0] if n > 0 else NULL
     a.max_message_bytes = max_message_bytes
@@ -285,7 +295,7 @@ def validate_batches(const unsigned char[::1] buf, long long max_message_bytes=0
     a.from_client = from_client
     a.require_keys = require_keys
     with nogil:
-        st = validate_all(p, n, &a, &s)
+        st = validate_all(p, n, &a, &s, NULL, &no_scan)
     if st != ST_OK:
         raise status_error(st, s.error_position)
     cdef BatchesInfo info = BatchesInfo.__new__(BatchesInfo)
@@ -306,6 +316,56 @@ cdef void fill_info(BatchesInfo info, const Summary *s, int64_t n):
     info.base_sequence = s.base_sequence
     info.producer_batches = s.producer_batches
     info.valid_bytes = n
+
+
+cdef class FollowerBatchesInfo(BatchesInfo):
+    """What validate_follower_batches learnt: BatchesInfo, and the offsets the leader
+    assigned as segment_scan accounts for them. `in_order_bytes` is the prefix whose
+    batches' offsets increase (all of valid_bytes when they do); next_offset follows its
+    last batch (-1: none); epoch_starts [(epoch, start_offset)] are the leader epoch
+    changes within it."""
+
+    cdef readonly long long in_order_bytes
+    cdef readonly long long next_offset
+    cdef readonly list epoch_starts
+
+
+def validate_follower_batches(const unsigned char[::1] buf,
+                              long long max_message_bytes=0x7FFFFFFF):
+    """validate_batches(buf, max_message_bytes, from_client=False) and scan_segment(buf, 0)
+    in one walk, the CRC-32C of each batch computed once: a follower's append of fetched
+    batches. Raises RecordValidationError as validate_batches does; offsets out of order
+    are not an error here, but in_order_bytes < valid_bytes (the caller refuses them)."""
+    cdef ValidateArgs a
+    cdef Summary s
+    cdef Scan scan
+    cdef int st, scan_status
+    cdef int64_t n = buf.shape[0]
+    cdef const unsigned char *p = &buf[0] if n > 0 else NULL
+    cdef FollowerBatchesInfo info
+    a.max_message_bytes = max_message_bytes
+    a.now_ms = 0
+    a.before_max_ms = a.after_max_ms = 0x7FFFFFFFFFFFFFFF
+    a.check_timestamps = a.require_keys = False
+    a.from_client = False
+    # based at 0 as the follower's scan_segment(buf, 0) was, no index entries; so, as then,
+    # an offset past 0x7FFFFFFF counts as out of order (the log's offsets are the judge)
+    scan_start(&scan, 0, 0, 1LL << 62)
+    try:
+        with nogil:
+            st = validate_all(p, n, &a, &s, &scan, &scan_status)
+        if st != ST_OK:
+            raise status_error(st, s.error_position)
+        if scan_status == ST_NO_MEMORY:
+            raise MemoryError()
+        info = FollowerBatchesInfo.__new__(FollowerBatchesInfo)
+        fill_info(info, &s, n)
+        info.in_order_bytes = scan.position
+        info.next_offset = scan.next_offset
+        info.epoch_starts = epoch_start_list(&scan)
+        return info
+    finally:
+        scan_free(&scan)
 
 
 def assign_offsets(unsigned char[::1] buf, long long base_offset, int partition_leader_epoch,
