@@ -4,9 +4,10 @@
     python bench/bench_scan.py --ref main       # ... and beside the build of a git ref (before/after)
     python bench/bench_scan.py --ref main --quick
 
-scan_segment is what recovery (LogLoader, through LogSegment.recover) and follower
-appends (Log._follower_offsets) run over a segment's bytes: CRC-32C of every batch,
-offset order, the sparse offset and time index entries, leader epoch starts.
+scan_segment is what recovery (LogLoader, through LogSegment.recover) runs over a
+segment's bytes: CRC-32C of every batch, offset order, the sparse offset and time index
+entries, leader epoch starts (a follower's append does its accounting inside
+validate_follower_batches; bench/bench_follower_append.py measures that).
 validate_batches is the peer in the same process: it checks a Produce payload's
 batches (CRC-32C too, and walks every record of an uncompressed batch).
 
@@ -57,9 +58,7 @@ CALLS = ("scan", "validate", "scan_2_threads")
 def worker(tree: str, data_dir: str) -> None:
     """Answer one JSON line per request line read from stdin."""
     sys.path.insert(0, tree)
-    from kbroker._core import records
-
-    assert records.__file__ is not None and records.__file__.startswith(tree), records.__file__
+    records = core_of(tree)
     segments = {name: (Path(data_dir) / f"{name}.log").read_bytes() for name in CASES}
     for line in sys.stdin:
         req = json.loads(line)
@@ -71,6 +70,23 @@ def worker(tree: str, data_dir: str) -> None:
             names = CALLS if req["first"] == "scan" else CALLS[::-1]
             out = {name: time_calls(records, name, data, req["calls"]) for name in names}
         print(json.dumps(out), flush=True)
+
+
+def core_of(tree: str) -> Any:
+    """scan_segment and validate_batches of a tree's core: from kbroker._core.records in a
+    tree before the record core's split, from segment_scan and batch_validation after."""
+    from types import SimpleNamespace
+
+    try:
+        from kbroker._core import batch_validation, segment_scan
+    except ImportError:
+        from kbroker._core import records as old
+
+        assert old.__file__ is not None and old.__file__.startswith(tree), old.__file__
+        return old
+    assert segment_scan.__file__ is not None and segment_scan.__file__.startswith(tree), segment_scan.__file__
+    return SimpleNamespace(scan_segment=segment_scan.scan_segment,
+                           validate_batches=batch_validation.validate_batches)
 
 
 def describe(scan: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import crc32c as crc32c_package
 import pytest
 from micro_inputs import timed
 
-from kbroker._core import crc32c, records
+from kbroker._core import batch_validation, crc32c
 from kbroker.storage.offset_index import OffsetIndex
 
 # ---- CRC-32C: each path this CPU has, and the crc32c package as the yardstick ----
@@ -44,7 +44,7 @@ def test_validate_batches(benchmark, produce_payload) -> None:  # type: ignore[n
     benchmark.group = "validate_batches"
     benchmark.extra_info["bytes"] = len(data)
     view = memoryview(data)
-    info = timed(benchmark, records.validate_batches, view, 1 << 20, now_ms=0,
+    info = timed(benchmark, batch_validation.validate_batches, view, 1 << 20, now_ms=0,
                  check_timestamps=False)
     assert info.record_count == count
 
@@ -53,16 +53,16 @@ def test_assign_offsets(benchmark, produce_payload) -> None:  # type: ignore[no-
     name, data, count = produce_payload
     benchmark.group = "assign_offsets"
     buf = bytearray(data)
-    last = timed(benchmark, records.assign_offsets, buf, 1_000_000, 7)
+    last = timed(benchmark, batch_validation.assign_offsets, buf, 1_000_000, 7)
     assert last == 1_000_000 + count - 1
-    assert records.validate_batches(buf).record_count == count  # the CRC still holds
+    assert batch_validation.validate_batches(buf).record_count == count  # the CRC still holds
 
 
 def test_assign_offsets_pieces(benchmark, produce_payload) -> None:  # type: ignore[no-untyped-def]
     # the read-only payload path: patched 16-byte heads + untouched rest for pwritev
     name, data, count = produce_payload
     benchmark.group = "assign_offsets"
-    pieces, last = timed(benchmark, records.assign_offsets_pieces, memoryview(data), 1_000_000, 7)
+    pieces, last = timed(benchmark, batch_validation.assign_offsets_pieces, memoryview(data), 1_000_000, 7)
     assert last == 1_000_000 + count - 1
     assert b"".join(pieces)[:8] == (1_000_000).to_bytes(8, "big")
 

@@ -9,8 +9,13 @@ What lives where:
   crc32c    CRC-32C of record batches (native/crc32c.c: SSE4.2, AVX-512, ARMv8
             hardware paths and a software fallback, chosen once at load).
             Python: crc32c(data, value=0); Cython: cimport crc32c_update.
-  records   record batch v2: validation, offset assignment, segment scanning
-            (cimports crc32c_update).
+  records   record batch v2: the layout (records.pxd, shared by cimport), the frame
+            check (cimports crc32c_update), the walkers' statuses and errors.
+  batch_validation  Produce and follower payloads: validation, offset assignment
+            (cimports records and segment_scan).
+  segment_scan  recovery and index rebuilding: one CRC-checking pass over a segment.
+  segment_seek  header walks over a segment file: a batch by offset or timestamp.
+  record_decode  records and control records as Python values (the slow paths).
   index     binary search and sanity checks over .index / .timeindex files.
   batch_decode  record batches -> Arrow buffers (the Spark reader).
   batch_encode  murmur2 partitioning and uncompressed batches (the Spark writer).
@@ -29,6 +34,10 @@ import importlib
 COMPILED_MODULES: tuple[str, ...] = (
     "crc32c",
     "records",
+    "segment_scan",
+    "segment_seek",
+    "batch_validation",
+    "record_decode",
     "index",
     "batch_decode",
     "batch_encode",

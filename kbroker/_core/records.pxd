@@ -1,9 +1,11 @@
 # The record batch v2 layout: its one definition (the table at the top of records.pyx
 # describes it; Python reads it through kbroker.records.batch_header, which takes the
-# positions and the header parser from records.pyx). Inline readers and writers of
-# the header and of zigzag varints, shared by cimport with the other core modules.
-# Everything here is inline or a constant, so a module cimporting it needs no runtime
-# link to kbroker._core.records (only to crc32c, for seal_batch):
+# positions and the header parser from records.pyx), with inline readers and writers
+# of the header and of zigzag varints, and the statuses of the nogil walkers. The
+# contract of the record core's modules: batch_validation, segment_scan, segment_seek,
+# record_decode (and batch_encode, batch_decode, compaction) cimport what they use from
+# here. The inline parts and constants need no runtime link to kbroker._core.records
+# (only to crc32c, for seal_batch); check_frame and the status helpers at the end do:
 #   from kbroker._core.records cimport Header, read_header, read_varlong, HEADER_SIZE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -254,7 +256,32 @@ cdef inline void seal_batch(unsigned char *p, int64_t size) noexcept nogil:
     kb_store_be32(p + CRC_POS, crc32c_update(0, p + ATTRIBUTES_POS, size - ATTRIBUTES_POS))
 
 
-# Defined in records.pyx (a module cimporting it links to kbroker._core.records at run
-# time): the header sanity and CRC-32C of the batch at p, 0 when whole and sound, else a
-# records.pyx status code.
+# Statuses of the nogil walkers of records, batch_validation, segment_scan, segment_seek
+# and record_decode (compaction keeps its own). status_error turns one into the
+# RecordValidationError (with its ErrorCode) that the Python boundary raises.
+cdef enum Status:
+    ST_OK = 0
+    ST_TRUNCATED = 1        # buffer ends inside a batch header or body
+    ST_BAD_LENGTH = 2       # batchLength below the v2 header size
+    ST_OLD_MAGIC = 3        # magic 0 or 1
+    ST_BAD_MAGIC = 4        # any other magic
+    ST_CRC = 5
+    ST_COUNT = 6            # recordCount vs lastOffsetDelta
+    ST_RECORDS = 7          # records do not fill the batch exactly / bad varint
+    ST_TOO_LARGE = 8
+    ST_CODEC = 9
+    ST_OFFSET_DELTA = 10    # record offsetDelta not consecutive
+    ST_TIMESTAMP = 11
+    ST_CONTROL = 12
+    ST_OFFSET_ORDER = 13    # scanner: batch offsets not increasing / not contiguous
+    ST_IO = 14
+    ST_NO_MEMORY = 15       # a growable buffer could not grow (raised as MemoryError)
+    ST_NO_KEY = 16          # a record without a key for a compacted topic
+
+
+# Defined in records.pyx (a module cimporting them links to kbroker._core.records at run
+# time). check_frame: the header sanity and CRC-32C of the batch at p, ST_OK when whole
+# and sound, else the status of the first fault.
 cdef int check_frame(const unsigned char *p, int64_t avail, Header *h) noexcept nogil
+cdef str status_message(int status)
+cdef object status_error(int status, int64_t position)

@@ -19,12 +19,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kbroker._core.records import (
-    BATCH_LAYOUT,
-    producer_batches,
-    read_batch_header,
-    read_producer_batches,
-)
+from kbroker._core.record_decode import producer_batches, read_producer_batches
+from kbroker._core.records import BATCH_LAYOUT, read_batch_header
 
 BASE_OFFSET_POS = BATCH_LAYOUT["BASE_OFFSET_POS"]
 LENGTH_POS = BATCH_LAYOUT["LENGTH_POS"]

@@ -7,7 +7,7 @@ producer's id and epoch, base sequence -1, uncompressed, one record:
     key:   version int16 (0) | type int16 (0 ABORT, 1 COMMIT)
     value: version int16 (0) | coordinator_epoch int32
 
-The core reads markers back (kbroker/_core/records.pyx, read_control); this module writes
+The core reads markers back (kbroker/_core/records.pxd, read_control); this module writes
 them and reads the type of a control record's key for the coordinators' loaders.
 """
 

@@ -7,7 +7,7 @@ One record (inside the possibly compressed records section of a batch):
     headerCount varint | (headerKeyLength varint | headerKey | headerValueLength varint |
     headerValue) * headerCount
 
-Varints are zigzag-encoded; the core reads them (kbroker._core.records.decode_records,
+Varints are zigzag-encoded; the core reads them (kbroker._core.record_decode.decode_records,
 one call per batch). Slow by design: the broker's hot paths never decode records.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from kbroker._core.records import decode_records
+from kbroker._core.record_decode import decode_records
 from kbroker.records import compression
 from kbroker.records.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 

@@ -18,9 +18,9 @@ the Log is touched here: the thread reads the held files and writes new ones.
        records all survive are written from that buffer as they are, others are rebuilt
        by the core (compaction.RecordFilter), compressed ones re-compressed with their
        own codec; one pwritev per chunk. The new files are fsynced.
-    3. the loop swaps each group in (Log.replace_segments: .cleaned -> .swap, the old
-       segments renamed .deleted, .swap -> no suffix); LogLoader finishes or undoes an
-       interrupted swap at the next start.
+    3. the loop swaps each group in (Log.begin_replace, retire_segments and
+       finish_replace: .cleaned -> .swap, the old segments renamed .deleted, .swap -> no
+       suffix); LogLoader finishes or undoes an interrupted swap at the next start.
 
 Offsets never change (a cleaned segment has gaps); the active segment is never cleaned;
 a producer's last batch stays (at least its header) so idempotence survives.
@@ -65,7 +65,7 @@ INT32_MAX = 0x7FFFFFFF
 CHUNK_BYTES = 256 * 1024  # how much of a segment the core walks in one call (default)
 
 # Called at each step of a cleaning and its swap with the step's name ("map", "clean",
-# "cleaned", then in Log.replace_segments "swap-log", "swap", "deleted", "renamed-log"); tests raise a BaseException there to leave the files as
+# "cleaned", then in the Log's swap steps "swap-log", "swap", "deleted", "renamed-log"); tests raise a BaseException there to leave the files as
 # a crash at that point would.
 CrashHook = Callable[[str], None]
 

@@ -13,7 +13,8 @@ Lock: none; called by the Log on the event-loop thread before anything is writte
 
 from __future__ import annotations
 
-from kbroker._core import records as _records
+from kbroker._core.record_decode import keyless_records
+from kbroker._core.records import RecordValidationError
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records import compression
@@ -43,10 +44,10 @@ def check_keys(tp: TopicPartition, payload: memoryview, *, compressed_only: bool
             continue
         try:
             section = batch.records_section(max_uncompressed)
-            keyless = _records.keyless_records(section, h.record_count)
+            keyless = keyless_records(section, h.record_count)
         except compression.DecompressionLimitError as e:
             raise InvalidRecordsError(str(e), ErrorCode.CORRUPT_MESSAGE) from e
-        except _records.RecordValidationError as e:
+        except RecordValidationError as e:
             raise InvalidRecordsError(str(e), e.error_code) from e
         except Exception as e:  # any codec's error (zlib.error, ZstdError, ...)
             raise InvalidRecordsError(f"cannot decompress batch: {e}") from e

@@ -1,6 +1,7 @@
 """Log: one partition's log, the narrow interface the broker uses.
 
-append (validate in C, assign offsets in place, write), read (a FileSlice for
+append (validate in C through log_validator.py, assign offsets in place, write;
+a follower's batches validated in one walk that yields their offsets), read (a FileSlice for
 sendfile), offsets (log start, log end, high watermark, last stable), lookup by
 timestamp, truncate_to, delete_records, roll, flush, close.
 
@@ -40,14 +41,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from time import monotonic_ns as _monotonic_ns
 
-from kbroker._core import records as _records
-from kbroker.common.error_code import ErrorCode
+from kbroker._core.batch_validation import (
+    FollowerBatchesInfo,
+    assign_offsets,
+    assign_offsets_pieces,
+)
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.batch_header import producer_batches_of
-from kbroker.records.compression import CODEC_BY_NAME, DECOMPRESSION_RATIO_LIMIT, Codec
-from kbroker.records.file_slice import FileSlice, SegmentFile
-from kbroker.records.recompress import recompress_batches
-from kbroker.storage.compacted_keys import check_keys
+from kbroker.records.file_slice import SegmentFile
 from kbroker.storage.errors import (
     InvalidRecordsError,
     KafkaStorageError,
@@ -59,6 +60,7 @@ from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.storage.log_segments import LogSegments
+from kbroker.storage.log_validator import max_uncompressed, validate_as_follower, validate_as_leader
 from kbroker.storage.producer_state import (
     AppendOrigin,
     CompletedTxn,
@@ -220,27 +222,13 @@ class Log:
         cfg = self.config
         view = memoryview(records).cast("B") if not isinstance(records, bytes) else memoryview(records)
         now = self.time.milliseconds()
-        require_keys = cfg.compact and assign  # Kafka's LogValidator: the leader checks keys
-        try:
-            info = _records.validate_batches(
-                view, cfg.max_message_bytes, now_ms=now,
-                timestamp_before_max_ms=cfg.timestamp_before_max_ms,
-                timestamp_after_max_ms=cfg.timestamp_after_max_ms,
-                check_timestamps=origin is AppendOrigin.CLIENT and not cfg.log_append_time,
-                from_client=origin is AppendOrigin.CLIENT, require_keys=require_keys,
-            )
-        except _records.RecordValidationError as e:
-            if e.error_code == ErrorCode.INVALID_RECORD and require_keys:
-                check_keys(self.topic_partition, view, compressed_only=False,
-                           max_uncompressed=self._max_uncompressed)
-            raise InvalidRecordsError(str(e), e.error_code) from e
+        if assign:
+            view, info = validate_as_leader(self.topic_partition, view, cfg, now,
+                                            from_client=origin is AppendOrigin.CLIENT)
+        else:
+            info = validate_as_follower(view, cfg)
         if info.batch_count == 0:
             return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
-        if require_keys and info.compressed:
-            check_keys(self.topic_partition, view, compressed_only=True,
-                       max_uncompressed=self._max_uncompressed)
-        if assign and cfg.compression_type != "producer":
-            view, info = self._recompress(view, info, now)
         if info.valid_bytes > cfg.segment_bytes:
             raise RecordListTooLargeError(
                 f"payload of {info.valid_bytes} bytes exceeds segment.bytes {cfg.segment_bytes}")
@@ -256,15 +244,16 @@ class Log:
         buf: memoryview | bytearray | list[bytes | memoryview]
         if not assign:
             buf = view
+            assert isinstance(info, FollowerBatchesInfo)
             first, last = self._follower_offsets(view, info)
         elif view.readonly and log_append_time < 0 and info.batch_count <= 256:
             # read-only payload: write patched 16-byte heads + the untouched rest (pwritev)
             first = self.log_end_offset
-            buf, last = _records.assign_offsets_pieces(view, first, leader_epoch)
+            buf, last = assign_offsets_pieces(view, first, leader_epoch)
         else:
             first = self.log_end_offset
             buf = view if not view.readonly else bytearray(view)
-            last = _records.assign_offsets(buf, first, leader_epoch, log_append_time)
+            last = assign_offsets(buf, first, leader_epoch, log_append_time)
         if log_append_time >= 0:
             max_ts, off_max = log_append_time, first
         else:
@@ -333,37 +322,19 @@ class Log:
                 break
         return out
 
-    def _recompress(self, view: memoryview, info: _records.BatchesInfo,
-                    now: int) -> tuple[memoryview, _records.BatchesInfo]:
-        """compression.type other than `producer`: re-encode batches with the topic's codec."""
-        cfg = self.config
-        codec = CODEC_BY_NAME[cfg.compression_type]
-        if info.codecs == 1 << codec:
-            return view, info
-        level = {Codec.GZIP: cfg.compression_gzip_level, Codec.LZ4: cfg.compression_lz4_level,
-                 Codec.ZSTD: cfg.compression_zstd_level}.get(codec)
-        try:
-            data = recompress_batches(view, codec, level, self._max_uncompressed)
-        except Exception as e:  # any codec's error (zlib.error, ZstdError, ...) on the way in
-            raise InvalidRecordsError(f"cannot decompress batch: {e}") from e
-        out = memoryview(data)
-        try:
-            return out, _records.validate_batches(out, cfg.max_message_bytes, now_ms=now)
-        except _records.RecordValidationError as e:
-            raise InvalidRecordsError(str(e), e.error_code) from e
-
     @property
     def _max_uncompressed(self) -> int:
         """The most a batch of this log may expand to when the broker inflates it."""
-        return DECOMPRESSION_RATIO_LIMIT * max(self.config.max_message_bytes, 1)
+        return max_uncompressed(self.config)
 
-    def _follower_offsets(self, view: memoryview, info: _records.BatchesInfo) -> tuple[int, int]:
-        scan = _records.scan_segment(view, 0, 0, -1, 1 << 62)
+    def _follower_offsets(self, view: memoryview, info: FollowerBatchesInfo) -> tuple[int, int]:
+        """First and last offset of a follower's payload (validated in one walk, with its
+        offsets: validate_as_follower); refused below the log end or out of order."""
         first = int.from_bytes(view[0:8], "big", signed=True)
-        last = scan.next_offset - 1
-        if first < self.log_end_offset or scan.valid_bytes != len(view):
+        last = info.next_offset - 1
+        if first < self.log_end_offset or info.in_order_bytes != len(view):
             raise InvalidRecordsError(f"follower append at {first} below log end {self.log_end_offset}")
-        for epoch, start in scan.epoch_starts:
+        for epoch, start in info.epoch_starts:
             self.leader_epoch_cache.assign(epoch, start)
         return first, last
 
@@ -575,31 +546,18 @@ class Log:
         self._delete_segment_files(doomed)
         return len(doomed)
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment], truncations: int,
-                         crash: Callable[[str], None] | None = None) -> bool:
-        """Swap the log cleaner's segment (its files with the .cleaned suffix) in for the
-        segments it replaces, as Kafka's replaceSegments, in three steps the cleaner may
-        spread over turns of the event loop (each leaves the log readable):
-
-          begin_replace    .cleaned -> .swap; the new segment in the log, the old ones out
-          retire_segments  the old ones' files renamed .deleted (removed after
-                           file.delete.delay.ms; reads in flight keep their descriptors)
-          finish_replace   .swap -> no suffix
-
-        A crash anywhere leaves what LogLoader finishes (a whole .swap: the old segments in
-        its range go) or undoes (.cleaned files). False, and the new files removed, when
-        the log changed meanwhile (closed, truncated, an old segment deleted;
-        `truncations`: the count when the cleaning began)."""
-        if not self.begin_replace(new, old, truncations, crash):
-            return False
-        self.retire_segments(old)
-        if crash is not None:
-            crash("deleted")
-        self.finish_replace(new, crash)
-        return True
-
+    # -- the log cleaner's swap (Kafka's replaceSegments), in three steps the cleaner spreads
+    # over turns of the event loop, each leaving the log readable: begin_replace (.cleaned
+    # -> .swap; the new segment in the log, the old ones out), retire_segments (the old
+    # ones' files renamed .deleted, removed after file.delete.delay.ms; reads in flight
+    # keep their descriptors), finish_replace (.swap -> no suffix). A crash anywhere leaves
+    # what LogLoader finishes (a whole .swap: the old segments in its range go) or undoes
+    # (.cleaned files).
     def begin_replace(self, new: LogSegment, old: list[LogSegment], truncations: int,
                       crash: Callable[[str], None] | None = None) -> bool:
+        """The first step; False, and the new files removed, when the log changed meanwhile
+        (closed, truncated, an old segment deleted; `truncations`: the count when the
+        cleaning began)."""
         current = [self.segments.get(seg.base_offset) for seg in old]
         if self.closed or truncations != self.truncations or old[-1] is self.segments.active \
                 or any(c is not o for c, o in zip(current, old, strict=True)):
@@ -822,22 +780,6 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaStorageError(f"log {self.topic_partition} is closed")
-
-    def read_all_bytes(self) -> bytes:
-        """Every byte from the log start to the log end (tests)."""
-        out = bytearray()
-        offset = self.log_start_offset
-        while offset < self.log_end_offset:
-            info = self.read(offset, 1 << 30, max_offset=self.log_end_offset)
-            if info.records is None:
-                break
-            data = FileSlice(*info.records).read_bytes()
-            out += data
-            scan = _records.scan_segment(data, 0)
-            if scan.next_offset <= offset:
-                break
-            offset = scan.next_offset
-        return bytes(out)
 
 
 _PROCESS_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)

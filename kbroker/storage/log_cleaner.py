@@ -8,8 +8,9 @@ log.cleaner.threads cleaner tasks run on the broker's event loop; each, in turn:
     2. on a cleaner thread (a ThreadPoolExecutor of log.cleaner.threads): the offset map
        and the cleaned segments written with the .cleaned suffix (cleaner.py); the core
        walks records without the GIL, so the loop keeps serving requests;
-    3. on the loop: each group swapped in (Log.replace_segments' steps: renames only), a
-       few renames per turn of the loop, so requests are served in between;
+    3. on the loop: each group swapped in (Log.begin_replace, retire_segments and
+       finish_replace: renames only), a few renames per turn of the loop, so requests
+       are served in between;
     4. on the cleaner thread: the new first dirty offset written to the log dir's
        cleaner-offset-checkpoint.
 
@@ -279,8 +280,8 @@ class LogCleaner:
             return None
 
     def _swap_steps(self, result: CleanResult, lg: Log, i: int, swapped: list[bool]) -> Iterator[None]:
-        """On the loop: swap the i-th cleaned group in (Log.replace_segments' steps, the old
-        segments retired RETIRE_PER_STEP at a time), yielding between steps; appends to
+        """On the loop: swap the i-th cleaned group in (Log.begin_replace, retire_segments
+        and finish_replace; the old segments retired RETIRE_PER_STEP at a time), yielding between steps; appends to
         `swapped` whether it went in. When the log changed meanwhile the cleaning is
         dropped and its other groups' files removed."""
         job = result.job

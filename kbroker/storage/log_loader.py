@@ -32,7 +32,7 @@ import os
 import uuid
 from concurrent.futures import Executor
 
-from kbroker._core import records as _records
+from kbroker._core import segment_seek
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
@@ -252,7 +252,7 @@ class LogLoader:
             path = os.path.join(self.dir, file_name(base, LOG_SUFFIX + SWAP_SUFFIX))
             fd = os.open(path, os.O_RDONLY)
             try:
-                count, next_offset, *_ = _records.scan_headers(fd, 0, os.fstat(fd).st_size)
+                count, next_offset, *_ = segment_seek.scan_headers(fd, 0, os.fstat(fd).st_size)
             finally:
                 os.close(fd)
             end = next_offset if count else base + 1

@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
-from kbroker._core import records as _records
+from kbroker._core import segment_scan, segment_seek
 from kbroker.records import compression
 from kbroker.records.batch_header import HEADER_SIZE, MAGIC_POS, BatchHeader
 from kbroker.records.file_slice import FileSlice, SegmentFile
@@ -191,7 +191,7 @@ class LogSegment:
         except CorruptIndexError:
             index_ok = False
         start = self.offset_index.last_entry[1] if index_ok else 0
-        count, next_off, ts, off_ts, end = _records.scan_headers(self.fd, start, self.size)
+        count, next_off, ts, off_ts, end = segment_seek.scan_headers(self.fd, start, self.size)
         if end != self.size or (not index_ok):
             self.recover()
             return
@@ -243,15 +243,15 @@ class LogSegment:
         """Rebuild indexes from the log without truncating it (a flushed segment)."""
         self.recover(truncate=False)
 
-    def _scan(self, expected_next_offset: int) -> _records.SegmentScan:
+    def _scan(self, expected_next_offset: int) -> segment_scan.SegmentScan:
         if self.size == 0:
-            return _records.scan_segment(b"", self.base_offset, 0, expected_next_offset,
+            return segment_scan.scan_segment(b"", self.base_offset, 0, expected_next_offset,
                                          self.index_interval_bytes)
         # MAP_POPULATE: the kernel maps (and reads ahead) the whole file up front, ~40%
         # faster than faulting 4 KiB pages in during the scan (bench_storage.py)
         flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
         with mmap.mmap(self.fd, self.size, flags=flags, prot=mmap.PROT_READ) as mm:
-            return _records.scan_segment(mm, self.base_offset, 0, expected_next_offset,
+            return segment_scan.scan_segment(mm, self.base_offset, 0, expected_next_offset,
                                          self.index_interval_bytes)
 
     # -- append -----------------------------------------------------------------------
@@ -303,7 +303,7 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
         """The batch holding the first offset >= `offset`, from the index then a header walk."""
         _, position = self.offset_index.lookup(offset)
-        found = _records.find_batch(self.fd, max(position, starting_position), self.size, offset)
+        found = segment_seek.find_batch(self.fd, max(position, starting_position), self.size, offset)
         if found is None:
             return None
         return BatchLocation(*found)
@@ -361,7 +361,7 @@ class LogSegment:
         loc = self.translate_offset(max(entry_offset, starting_offset))
         position = loc.position if loc is not None else self.size
         while position < self.size:
-            found = _records.find_batch_by_timestamp(self.fd, position, self.size, timestamp)
+            found = segment_seek.find_batch_by_timestamp(self.fd, position, self.size, timestamp)
             if found is None:
                 return None
             pos, base, last, size, _max_ts = found
@@ -380,7 +380,7 @@ class LogSegment:
             off = max(header.base_offset, starting_offset)
             return (off, header.max_timestamp) if header.max_timestamp >= timestamp else None
         section = compression.decompress(header.codec, memoryview(data)[HEADER_SIZE:])
-        for delta, ts in _records.record_timestamps(section, header.record_count, header.base_timestamp):
+        for delta, ts in segment_seek.record_timestamps(section, header.record_count, header.base_timestamp):
             offset = header.base_offset + delta
             if ts >= timestamp and offset >= starting_offset:
                 return offset, ts
@@ -408,7 +408,7 @@ class LogSegment:
         self.size = loc.position
         self.bytes_since_last_index_entry = 0
         start = self.offset_index.last_entry[1]
-        count, next_off, ts, off_ts, _ = _records.scan_headers(self.fd, start, self.size)
+        count, next_off, ts, off_ts, _ = segment_seek.scan_headers(self.fd, start, self.size)
         self.next_offset = next_off if count else self.base_offset
         t_ts, t_off = self.time_index.last_entry
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = t_ts, t_off

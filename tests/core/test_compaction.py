@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from batches import Rec, make_batch
 
-from kbroker._core import compaction
-from kbroker._core import records as _records
+from kbroker._core import batch_validation, compaction, record_decode
 from kbroker._core.offset_map import SLOT_SIZE, OffsetMap, murmur3_x64_128
+from kbroker._core.records import RecordValidationError
 from kbroker.records.batch_header import DELETE_HORIZON_BIT, BatchHeader
 from kbroker.records.builder import frame_records
 from kbroker.records.compression import Codec
@@ -92,9 +92,9 @@ def test_filter_keeps_the_latest_record_per_key_and_copies_whole_batches() -> No
     assert out.endswith(b1 + b2)  # whole batches copied as they are
     rebuilt = BatchHeader.parse(out)
     assert (rebuilt.base_offset, rebuilt.last_offset_delta, rebuilt.record_count) == (0, 1, 1)
-    _records.validate_batches(out, from_client=False)  # a follower accepts it
-    with pytest.raises(_records.RecordValidationError):
-        _records.validate_batches(out)  # a producer may not send it
+    batch_validation.validate_batches(out, from_client=False)  # a follower accepts it
+    with pytest.raises(RecordValidationError):
+        batch_validation.validate_batches(out)  # a producer may not send it
 
 
 def test_records_beyond_the_map_are_kept_and_the_walk_stops_at_end_offset() -> None:
@@ -130,7 +130,7 @@ def test_a_compressed_batch_is_rebuilt_with_its_codec() -> None:
     out = _filter(batch, m, sections=[(0, section)])
     assert BatchHeader.parse(out).codec == Codec.LZ4
     assert _records_of(out) == [(1, b"b", b"b0"), (2, b"a", b"a1")]
-    with pytest.raises(_records.RecordValidationError):  # its records were not handed over
+    with pytest.raises(RecordValidationError):  # its records were not handed over
         compaction.RecordFilter(m, NOW, RETENTION, {}).filter(batch, 0, len(batch), [], [])
 
 
@@ -147,7 +147,7 @@ def test_a_producers_last_batch_keeps_its_header() -> None:
     assert [(h.base_offset, h.record_count, h.producer_id, h.base_sequence) for h in headers] == \
         [(0, 0, 5, 0), (2, 1, -1, -1)]  # producer 6's batch was not its last: gone
     assert headers[0].size_in_bytes == 61
-    _records.validate_batches(out, from_client=False)
+    batch_validation.validate_batches(out, from_client=False)
 
 
 def test_the_callers_decisions_drop_or_empty_batches() -> None:
@@ -166,8 +166,8 @@ def test_the_callers_decisions_drop_or_empty_batches() -> None:
 
 def test_keyless_records_of_a_compacted_topic() -> None:
     batch = make_batch([Rec(b"x", b"k"), Rec(b"no key"), Rec(b"y", b"k"), Rec(b"none")])
-    with pytest.raises(_records.RecordValidationError) as e:
-        _records.validate_batches(batch, require_keys=True)
+    with pytest.raises(RecordValidationError) as e:
+        batch_validation.validate_batches(batch, require_keys=True)
     assert e.value.error_code == 87
     section = next(iter_batches(batch)).records_section()
-    assert _records.keyless_records(section, 4) == [1, 3]
+    assert record_decode.keyless_records(section, 4) == [1, 3]

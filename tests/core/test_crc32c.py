@@ -217,19 +217,20 @@ def restore_path():  # type: ignore[no-untyped-def]
 def test_use_path_switches_every_module_of_the_core(path: str, restore_path: None) -> None:
     from batches import values_batch
 
-    from kbroker._core import records
+    from kbroker._core import batch_validation
+    from kbroker._core.records import RecordValidationError
 
     core.use_path(path)
     assert core.active_path() == path
     data = _random_bytes(7, 300_000)
     assert core.crc32c(data) == reference.crc32c(data)
-    # records.pyx reaches the C through `cimport crc32c_update`: it checks
-    # batch CRCs on the chosen path too, and still catches a flipped byte.
+    # records.check_frame reaches the C through `cimport crc32c_update`: batch_validation
+    # checks batch CRCs on the chosen path too, and still catches a flipped byte.
     batch = bytearray(values_batch(500, 100))
-    assert records.validate_batches(batch).record_count == 500
+    assert batch_validation.validate_batches(batch).record_count == 500
     batch[-1] ^= 1
-    with pytest.raises(records.RecordValidationError, match="CRC"):
-        records.validate_batches(batch)
+    with pytest.raises(RecordValidationError, match="CRC"):
+        batch_validation.validate_batches(batch)
 
 
 def test_use_path_refuses_unknown_and_missing_paths(restore_path: None) -> None:

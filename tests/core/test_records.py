@@ -1,4 +1,5 @@
-"""kbroker._core.records: validation, offset assignment, LogAppendTime, segment scans."""
+"""The record core (kbroker._core.records, batch_validation, segment_scan, segment_seek):
+validation, offset assignment, LogAppendTime, segment scans and seeks."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from kbroker._core import batch_validation as V
 from kbroker._core import records as R
+from kbroker._core import segment_scan as S
+from kbroker._core import segment_seek as K
 from kbroker.common.error_code import ErrorCode
 from kbroker.records.batch_header import BatchHeader
 from kbroker.records.record_iter import iter_records
@@ -35,7 +39,7 @@ def test_compiled_core_is_loaded() -> None:
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 def test_validate_own_batches(codec: int) -> None:
     data = values_batch(7, codec=codec) + values_batch(3, codec=codec)
-    info = R.validate_batches(data)
+    info = V.validate_batches(data)
     assert (info.batch_count, info.record_count, info.offset_count) == (2, 10, 10)
     assert info.codecs == 1 << codec
     assert info.valid_bytes == len(data)
@@ -45,7 +49,7 @@ def test_validate_own_batches(codec: int) -> None:
 @pytest.mark.parametrize("codec", [0, 1, 3, 4])  # kafka-python has no snappy library here
 def test_validate_kafka_python_batches(codec: int) -> None:
     data = kafka_python_batch(5, codec)
-    info = R.validate_batches(data)
+    info = V.validate_batches(data)
     assert info.record_count == 5
     assert info.max_timestamp == 1_700_000_000_004
     assert [r.value for r in iter_records(data)] == [b"value-%d" % i for i in range(5)]
@@ -60,13 +64,13 @@ def test_own_batch_matches_kafka_python_bytes() -> None:
 def test_offset_of_max_timestamp_is_exact_for_uncompressed() -> None:
     data = make_batch([Rec(b"a", timestamp_delta=0), Rec(b"b", timestamp_delta=50),
                        Rec(b"c", timestamp_delta=10)])
-    info = R.validate_batches(data)
+    info = V.validate_batches(data)
     assert info.max_timestamp == 1_700_000_000_050
     assert info.offset_of_max_timestamp == 1
 
 
 def test_empty_payload() -> None:
-    info = R.validate_batches(b"")
+    info = V.validate_batches(b"")
     assert info.batch_count == 0 and info.valid_bytes == 0
 
 
@@ -78,7 +82,7 @@ def corrupt(data: bytes, pos: int, value: int | None = None) -> bytes:
 
 def error_of(data: bytes, **kw: int) -> ErrorCode:
     with pytest.raises(R.RecordValidationError) as exc:
-        R.validate_batches(data, **kw)
+        V.validate_batches(data, **kw)
     return exc.value.error_code
 
 
@@ -139,7 +143,7 @@ def test_non_consecutive_offset_deltas_are_invalid() -> None:
 def test_message_too_large() -> None:
     data = values_batch(10, size=100)
     assert error_of(data, max_message_bytes=len(data) - 1) == ErrorCode.MESSAGE_TOO_LARGE
-    R.validate_batches(data, max_message_bytes=len(data))
+    V.validate_batches(data, max_message_bytes=len(data))
 
 
 def test_unknown_codec_and_control_from_client() -> None:
@@ -148,28 +152,28 @@ def test_unknown_codec_and_control_from_client() -> None:
     assert error_of(rebuild_crc(data)) == ErrorCode.CORRUPT_MESSAGE
     control = make_batch([Rec(b"x")], attributes=0x20)
     assert error_of(control) == ErrorCode.INVALID_RECORD
-    assert R.validate_batches(control, from_client=False).has_control
+    assert V.validate_batches(control, from_client=False).has_control
 
 
 def test_timestamp_bounds() -> None:
     now = 1_700_000_000_000
     data = values_batch(2, base_timestamp=now - 10_000)
     kw = dict(now_ms=now, check_timestamps=True)
-    R.validate_batches(data, **kw)
+    V.validate_batches(data, **kw)
     with pytest.raises(R.RecordValidationError) as exc:
-        R.validate_batches(data, timestamp_before_max_ms=5_000, **kw)
+        V.validate_batches(data, timestamp_before_max_ms=5_000, **kw)
     assert exc.value.error_code == ErrorCode.INVALID_TIMESTAMP
     future = values_batch(2, base_timestamp=now + 10_000)
     with pytest.raises(R.RecordValidationError):
-        R.validate_batches(future, timestamp_after_max_ms=5_000, **kw)
-    R.validate_batches(values_batch(1, base_timestamp=-1), timestamp_before_max_ms=1, **kw)
+        V.validate_batches(future, timestamp_after_max_ms=5_000, **kw)
+    V.validate_batches(values_batch(1, base_timestamp=-1), timestamp_before_max_ms=1, **kw)
 
 
 def test_assign_offsets_patches_outside_crc() -> None:
     data = bytearray(values_batch(3) + values_batch(4, codec=4) + kafka_python_batch(2))
-    last = R.assign_offsets(data, 1000, 7)
+    last = V.assign_offsets(data, 1000, 7)
     assert last == 1008
-    info = R.validate_batches(data)  # CRCs still valid
+    info = V.validate_batches(data)  # CRCs still valid
     assert info.record_count == 9
     batches = decode_batches(bytes(data))
     assert [(b[0], b[1]) for b in batches] == [(1000, 7), (1003, 7), (1007, 7)]
@@ -178,10 +182,10 @@ def test_assign_offsets_patches_outside_crc() -> None:
 
 def test_log_append_time_rewrites_max_timestamp_and_crc() -> None:
     data = bytearray(values_batch(3, codec=1))
-    R.assign_offsets(data, 0, 0, log_append_time=42)
+    V.assign_offsets(data, 0, 0, log_append_time=42)
     h = BatchHeader.parse(data)
     assert h.is_log_append_time and h.max_timestamp == 42
-    R.validate_batches(data)
+    V.validate_batches(data)
     assert [r.timestamp for r in iter_records(bytes(data))] == [42, 42, 42]
 
 
@@ -201,10 +205,10 @@ def test_property_roundtrip(batches: list[tuple[list[bytes], int, int]], base: i
     data = bytearray(b"".join(
         make_batch([Rec(v, timestamp_delta=i * d) for i, v in enumerate(vals)], codec=codec)
         for vals, codec, d in batches))
-    info = R.validate_batches(data)
+    info = V.validate_batches(data)
     total = sum(len(v) for v, _, _ in batches)
     assert info.record_count == total
-    assert R.assign_offsets(data, base, 3) == base + total - 1
+    assert V.assign_offsets(data, base, 3) == base + total - 1
     got = list(iter_records(bytes(data)))
     assert [r.offset for r in got] == list(range(base, base + total))
     assert [r.value for r in got] == [v for vals, _, _ in batches for v in vals]
@@ -214,10 +218,10 @@ def test_property_roundtrip(batches: list[tuple[list[bytes], int, int]], base: i
 @given(data=st.binary(max_size=300))
 def test_property_garbage_never_crashes(data: bytes) -> None:
     try:
-        R.validate_batches(data)
+        V.validate_batches(data)
     except R.RecordValidationError as e:
         assert isinstance(e.error_code, ErrorCode)
-    R.scan_segment(data, 0)
+    S.scan_segment(data, 0)
 
 
 def segment_bytes(n_batches: int, records_per_batch: int = 5) -> bytes:
@@ -233,7 +237,7 @@ def segment_bytes(n_batches: int, records_per_batch: int = 5) -> bytes:
 def test_scan_segment_builds_index_entries() -> None:
     data = segment_bytes(40)
     size = len(data) // 40
-    scan = R.scan_segment(data, 0, index_interval_bytes=4 * size)
+    scan = S.scan_segment(data, 0, index_interval_bytes=4 * size)
     assert scan.valid_bytes == len(data) and scan.error is None
     assert scan.next_offset == 200 and scan.batch_count == 40
     entries = [struct.unpack_from(">ii", scan.offset_index_entries, i)
@@ -247,18 +251,18 @@ def test_scan_segment_builds_index_entries() -> None:
 def test_scan_segment_stops_at_torn_tail_and_corruption() -> None:
     data = segment_bytes(10)
     size = len(data) // 10
-    torn = R.scan_segment(data[:-7], 0)
+    torn = S.scan_segment(data[:-7], 0)
     assert torn.valid_bytes == 9 * size and torn.next_offset == 45 and torn.error
     flipped = corrupt(data, 5 * size + 30)
-    bad = R.scan_segment(flipped, 0)
+    bad = S.scan_segment(flipped, 0)
     assert bad.valid_bytes == 5 * size and bad.next_offset == 25
     # an out-of-order base offset (outside the CRC) is caught by the offset checks
     moved = bytearray(data)
     struct.pack_into(">q", moved, 3 * size, 2)
-    assert R.scan_segment(bytes(moved), 0).valid_bytes == 3 * size
+    assert S.scan_segment(bytes(moved), 0).valid_bytes == 3 * size
     gap = bytearray(data)
     struct.pack_into(">q", gap, 3 * size, 99)
-    assert R.scan_segment(bytes(gap), 0, require_contiguous=True).valid_bytes == 3 * size
+    assert S.scan_segment(bytes(gap), 0, require_contiguous=True).valid_bytes == 3 * size
 
 
 def reference_scan(data: bytes, base_offset: int, interval: int, start: int = 0,
@@ -290,7 +294,7 @@ def reference_scan(data: bytes, base_offset: int, interval: int, start: int = 0,
             "epoch_starts": epochs}
 
 
-def scan_fields(scan: R.SegmentScan) -> dict[str, object]:
+def scan_fields(scan: S.SegmentScan) -> dict[str, object]:
     return {name: getattr(scan, name) for name in (
         "valid_bytes", "next_offset", "max_timestamp", "offset_of_max_timestamp",
         "bytes_since_last_index_entry", "offset_index_entries", "time_index_entries",
@@ -309,7 +313,7 @@ def test_scan_segment_matches_a_reference_across_buffer_growth(interval: int) ->
                           partition_leader_epoch=i // 3)
         offset += n
     data = bytes(out)
-    scan = R.scan_segment(data, 1000, index_interval_bytes=interval)
+    scan = S.scan_segment(data, 1000, index_interval_bytes=interval)
     assert scan.error is None and scan.batch_count == 3000
     assert scan_fields(scan) == reference_scan(data, 1000, interval)
     assert len(scan.epoch_starts) == 1000
@@ -323,15 +327,15 @@ def test_scan_segment_resumes_from_a_position_with_carried_state() -> None:
     start = 20 * size
     kw = dict(next_offset=100, last_ts_entry=1_700_000_000_000, max_ts=1_700_000_000_010,
               off_max=60, epoch=1)
-    scan = R.scan_segment(data, 0, start, kw["next_offset"], 2 * size, kw["last_ts_entry"],
+    scan = S.scan_segment(data, 0, start, kw["next_offset"], 2 * size, kw["last_ts_entry"],
                           kw["max_ts"], kw["off_max"], kw["epoch"])
     assert scan.batch_count == 20 and scan.error is None
     assert scan_fields(scan) == reference_scan(data, 0, 2 * size, start, **kw)
     assert scan.epoch_starts == [(2, 100), (3, 150)]
-    assert R.scan_segment(data, 0, len(data)).valid_bytes == len(data)
+    assert S.scan_segment(data, 0, len(data)).valid_bytes == len(data)
     for bad in (-1, len(data) + 1):
         with pytest.raises(ValueError, match="start_position"):
-            R.scan_segment(data, 0, bad)
+            S.scan_segment(data, 0, bad)
 
 
 def test_fd_walkers() -> None:
@@ -341,18 +345,18 @@ def test_fd_walkers() -> None:
         f.write(data)
         f.flush()
         fd = f.fileno()
-        assert R.find_batch(fd, 0, len(data), 0) == (0, 0, 4, size)
-        assert R.find_batch(fd, 0, len(data), 77) == (15 * size, 75, 79, size)
-        assert R.find_batch(fd, 0, len(data), 150) is None
-        pos, base, last, sz, ts = R.find_batch_by_timestamp(fd, 0, len(data), 1_700_000_000_012)
+        assert K.find_batch(fd, 0, len(data), 0) == (0, 0, 4, size)
+        assert K.find_batch(fd, 0, len(data), 77) == (15 * size, 75, 79, size)
+        assert K.find_batch(fd, 0, len(data), 150) is None
+        pos, base, last, sz, ts = K.find_batch_by_timestamp(fd, 0, len(data), 1_700_000_000_012)
         assert (pos, base, ts) == (12 * size, 60, 1_700_000_000_012)
-        assert R.scan_headers(fd, 0, len(data))[:2] == (30, 150)
-        assert R.scan_headers(fd, 0, len(data) - 3)[4] == 29 * size
+        assert K.scan_headers(fd, 0, len(data))[:2] == (30, 150)
+        assert K.scan_headers(fd, 0, len(data) - 3)[4] == 29 * size
     assert os.path.exists("/proc/self")
 
 
 def test_record_timestamps() -> None:
     data = make_batch([Rec(b"a", timestamp_delta=5), Rec(b"b", timestamp_delta=-3)])
     h = BatchHeader.parse(data)
-    assert R.record_timestamps(data[61:], 2, h.base_timestamp) == [
+    assert K.record_timestamps(data[61:], 2, h.base_timestamp) == [
         (0, h.base_timestamp + 5), (1, h.base_timestamp - 3)]

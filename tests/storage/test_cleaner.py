@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from batches import Rec, make_batch
+from log_bytes import read_all_bytes
 
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.compression import Codec
@@ -113,7 +114,7 @@ def records(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
         assert seg.base_offset > last or seg.size == 0, f"{seg} overlaps offset {last}"
         last = max(last, seg.next_offset - 1)
     last = -1
-    for batch in iter_batches(lg.read_all_bytes()):
+    for batch in iter_batches(read_all_bytes(lg)):
         assert batch.header.base_offset > last, "offsets go back"
         last = batch.header.last_offset
         if batch.header.is_control:
@@ -201,7 +202,7 @@ def test_compressed_batches_are_rebuilt_with_their_codec(env: Env, codec: int) -
                                        codec=codec))
     lg.roll()
     env.clean()
-    batches = list(iter_batches(env.log.read_all_bytes()))
+    batches = list(iter_batches(read_all_bytes(env.log)))
     assert {b.header.codec for b in batches if b.header.record_count} == {codec}
     assert latest(records(env.log)) == {b"k0": b"v39", b"k1": b"v39", b"k2": b"v39"}
 
@@ -212,11 +213,11 @@ def test_batches_that_keep_every_record_are_copied_byte_for_byte(env: Env) -> No
     for r in range(50):
         put(lg, b"dup", b"%d" % r)
     lg.roll()
-    unique = next(iter_batches(lg.read_all_bytes())).data
+    unique = next(iter_batches(read_all_bytes(lg))).data
     result = env.clean()
     assert result is not None
     assert result.stats.runs_copied >= 2  # the unique batch and the last "dup"
-    assert env.log.read_all_bytes().startswith(unique)
+    assert read_all_bytes(env.log).startswith(unique)
 
 
 def test_records_without_a_key_are_refused_on_a_compacted_topic(env: Env) -> None:
@@ -331,7 +332,7 @@ def test_aborted_transactions_are_removed_and_their_markers_later(env: Env, time
     lg.roll()
     env.clean()
     assert latest(records(env.log)) == {b"k": b"committed-before", b"j": b"committed", b"z": b"z"}
-    control = [b for b in iter_batches(env.log.read_all_bytes()) if b.header.is_control]
+    control = [b for b in iter_batches(read_all_bytes(env.log)) if b.header.is_control]
     assert len(control) == 2  # a marker stays while its transaction has data in the log
     # (as Kafka: an active producer's last batch stays too, so its idempotence holds)
     put(env.log, b"j", b"after")
@@ -341,10 +342,10 @@ def test_aborted_transactions_are_removed_and_their_markers_later(env: Env, time
         put(env.log, b"z", b"z2")
         env.log.roll()
         env.clean()
-    control = [b for b in iter_batches(env.log.read_all_bytes())
+    control = [b for b in iter_batches(read_all_bytes(env.log))
                if b.header.is_control and b.header.record_count]
     assert not control
-    assert not [b for b in iter_batches(env.log.read_all_bytes()) if b.header.is_transactional]
+    assert not [b for b in iter_batches(read_all_bytes(env.log)) if b.header.is_transactional]
     assert latest(records(env.log)) == {b"k": b"committed-before", b"j": b"after", b"z": b"z2"}
 
 

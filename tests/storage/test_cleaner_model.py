@@ -22,6 +22,7 @@ import uuid
 
 import pytest
 from batches import Rec, make_batch
+from log_bytes import read_all_bytes
 
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.compression import Codec
@@ -133,7 +134,7 @@ class Harness:
             assert seg.base_offset > last or seg.size == 0, f"{seg} overlaps offset {last}"
             last = max(last, seg.next_offset - 1)
         last = -1
-        for batch in iter_batches(lg.read_all_bytes()):
+        for batch in iter_batches(read_all_bytes(lg)):
             assert batch.header.base_offset > last, "offsets go back"
             last = batch.header.last_offset
             for r in batch.records():

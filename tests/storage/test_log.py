@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from batches import Rec, decode_batches, make_batch, values_batch
+from log_bytes import read_all_bytes
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.records.batch_header import BatchHeader
@@ -174,7 +175,7 @@ def test_truncate_to(env: Env) -> None:
     assert log.end_offset_for_epoch(4) == (-1, -1)  # newer than any left: unknown, as Kafka
     info = log.append_as_leader(values_batch(1), leader_epoch=7)
     assert info.first_offset == 30
-    assert offsets_in(log.read_all_bytes()) == list(range(31))
+    assert offsets_in(read_all_bytes(log)) == list(range(31))
     log.truncate_to(0)
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
 
@@ -221,6 +222,44 @@ def test_follower_append(env: Env) -> None:
         log.append_as_follower(make_batch([Rec(b"c")], base_offset=1))
 
 
+def _corrupt_length(batch: bytes) -> bytes:
+    bad = bytearray(batch)
+    bad[8:12] = (40).to_bytes(4, "big")  # batchLength below the v2 header's 49
+    return bytes(bad)
+
+
+def _corrupt_crc(batch: bytes) -> bytes:
+    bad = bytearray(batch)
+    bad[-1] ^= 1
+    return bytes(bad)
+
+
+@pytest.mark.parametrize("corrupt, message", [(_corrupt_crc, "CRC-32C mismatch"),
+                                              (_corrupt_length, "batch length below")])
+def test_follower_append_refuses_a_corrupt_batch_and_stores_nothing(
+        env: Env, corrupt, message: str) -> None:  # type: ignore[no-untyped-def]
+    log = env.log
+    log.append_as_follower(make_batch([Rec(b"a"), Rec(b"b")], base_offset=0, partition_leader_epoch=3))
+    before = read_all_bytes(log)
+    good = make_batch([Rec(b"c")], base_offset=2, partition_leader_epoch=5)
+    bad = corrupt(make_batch([Rec(b"d")], base_offset=3, partition_leader_epoch=5))
+    with pytest.raises(InvalidRecordsError) as exc:
+        log.append_as_follower(good + bad)
+    assert exc.value.error_code == ErrorCode.CORRUPT_MESSAGE
+    assert message in str(exc.value) and f"(at byte {len(good)})" in str(exc.value)
+    assert log.log_end_offset == 2 and log.latest_epoch == 3
+    assert read_all_bytes(log) == before and log.size_in_bytes == len(before)
+
+
+def test_follower_append_refuses_offsets_out_of_order_after_sound_batches(env: Env) -> None:
+    log = env.log
+    log.append_as_follower(values_batch(2, base_offset=0))
+    payload = values_batch(2, base_offset=2, partition_leader_epoch=4) + values_batch(1, base_offset=3)
+    with pytest.raises(InvalidRecordsError, match="follower append at 2"):
+        log.append_as_follower(payload)
+    assert log.log_end_offset == 2 and log.latest_epoch == 0
+
+
 @pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
 def test_topic_compression_type_recompresses(env: Env, target: str) -> None:
     log = env.log
@@ -248,4 +287,4 @@ def test_rolls_when_an_index_is_full(env: Env) -> None:
     segments = list(log.segments)
     assert len(segments) >= 3
     assert all(s.offset_index.entries <= 3 for s in segments)
-    assert [r[0] for b in decode_batches(log.read_all_bytes()) for r in b[2]] == list(range(12))
+    assert [r[0] for b in decode_batches(read_all_bytes(log)) for r in b[2]] == list(range(12))

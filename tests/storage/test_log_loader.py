@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from batches import decode_batches, values_batch
+from log_bytes import read_all_bytes
 
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT
@@ -56,7 +57,7 @@ def log_files(path: Path) -> list[str]:
 
 
 def offsets(log: Log) -> list[int]:
-    return [r[0] for b in decode_batches(log.read_all_bytes()) for r in b[2]]
+    return [r[0] for b in decode_batches(read_all_bytes(log)) for r in b[2]]
 
 
 def test_a_new_log_has_no_files_until_the_first_append(tmp_path: Path, config: LogConfig) -> None:

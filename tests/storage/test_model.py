@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from batches import Rec, make_batch
+from log_bytes import read_all_bytes
 
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.record_iter import iter_batches
@@ -255,7 +256,7 @@ class Model:
         op()
 
     def check_all(self) -> None:
-        data = self.log.read_all_bytes()
+        data = read_all_bytes(self.log)
         got = [(r.offset, r.value, r.timestamp) for b in iter_batches(data) for r in b.records()]
         want = [(b.base + i, v, ts) for b in self.ref.batches for i, (v, ts) in enumerate(b.records)]
         got = [g for g in got if g[0] >= self.ref.log_start]

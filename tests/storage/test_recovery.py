@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from batches import decode_batches, values_batch
+from log_bytes import read_all_bytes
 
 from kbroker.storage.log import Log
 
@@ -22,17 +23,17 @@ def files(env: Env, suffix: str) -> list[str]:
 
 
 def offsets(log: Log) -> list[int]:
-    return [r[0] for b in decode_batches(log.read_all_bytes()) for r in b[2]]
+    return [r[0] for b in decode_batches(read_all_bytes(log)) for r in b[2]]
 
 
 def test_clean_restart_reads_only_last_index(env: Env) -> None:
     fill(env.log)
-    before = env.log.read_all_bytes()
+    before = read_all_bytes(env.log)
     log = env.restart()
     assert env.manager.last_load_recovered == []
     assert log.log_end_offset == 180 and log.recovery_point == 180
     assert sum(s._offset_index is not None for s in log.segments) == 1
-    assert log.read_all_bytes() == before
+    assert read_all_bytes(log) == before
     assert log.leader_epoch_cache.entries == [(0, 0), (1, 60), (2, 120)]
     assert not os.path.exists(os.path.join(env.path, ".kafka_cleanshutdown"))
 
@@ -69,7 +70,7 @@ def test_corrupt_crc_mid_segment_drops_the_rest(env: Env) -> None:
 
 def test_missing_and_garbage_indexes_are_rebuilt(env: Env) -> None:
     fill(env.log)
-    expected = env.log.read_all_bytes()
+    expected = read_all_bytes(env.log)
     env.manager.shutdown()
     idx = files(env, ".index")
     os.unlink(idx[0])
@@ -78,7 +79,7 @@ def test_missing_and_garbage_indexes_are_rebuilt(env: Env) -> None:
     with open(idx[-1], "r+b") as f:
         f.write(b"\xff" * 8)
     log = env.start()
-    assert log.read_all_bytes() == expected
+    assert read_all_bytes(log) == expected
     for off in (0, 5, 70, 100, 179):
         info = log.read(off, 1)
         assert info.records is not None

@@ -13,6 +13,7 @@ from kbroker.storage.log_manager import LogManager
 from kbroker.storage.replica_move import future_dir_name, partition_of_future_dir
 from kbroker.utils.time import MockTime
 from tests.batches import values_batch
+from tests.log_bytes import read_all_bytes
 
 TP = TopicPartition("moving", 0)
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -55,11 +56,11 @@ def test_a_move_copies_offsets_epochs_and_the_log_start(tmp_path: Path) -> None:
         if steps == 2:  # the current log keeps taking appends during the copy
             old.append_as_leader(values_batch(1), leader_epoch=5)
     old.append_as_leader(values_batch(2), leader_epoch=5)  # after the last step: complete copies it
-    expected = old.read_all_bytes()
+    expected = read_all_bytes(old)
     new = m.complete_move(TP)
     assert m.dir_of(TP) == target and new.dir == os.path.join(target, TP.dir_name)
     assert new.log_start_offset == 30 and new.log_end_offset == old.log_end_offset
-    assert new.read_all_bytes() == expected
+    assert read_all_bytes(new) == expected
     assert new.leader_epoch_cache.entries[-1][0] == 5
     assert not (Path(source_dir) / TP.dir_name).exists()
     m.shutdown()
