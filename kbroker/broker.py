@@ -68,6 +68,7 @@ from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_string, quota_values
 from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.broker_phase import BrokerPhase
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
 from kbroker.server.request_services import CurrentBrokerConfig, RequestServices, local_log
@@ -194,7 +195,7 @@ class BrokerComponents:
         self.topic_admin: TopicAdmin
         if not self.clustered:
             assert self.registry is not None
-            self.support = SingleBrokerSupport(self.transaction_topic, self.txn_coordinator)
+            self.support = SingleBrokerSupport(self.transaction_topic, self.txn_coordinator, API_TABLE)
             self.topic_admin = SingleBrokerTopicAdmin(
                 self.current_config, config.node_id, self.registry, self.cluster, self.log_manager,
                 self.replica_manager, self.group_coordinator, self.topic_stats)
@@ -221,7 +222,7 @@ class BrokerComponents:
         local_id = self.config.cluster_id or (next(iter(local)) if len(local) == 1 else None)
         cluster_id = await self.zk_broker.connect(local_id)
         zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
-                       self.replica_manager, self.log_manager)
+                       self.replica_manager, self.log_manager, CLUSTER_API_TABLE)
         self.support = zk
         self.topic_admin = ZkTopicAdmin(self.current_config, self.node_id, self.topics, self.cluster, zk)
         self.cluster_id = ensure_meta_properties(self.config.log_dirs, self.config.node_id, cluster_id)

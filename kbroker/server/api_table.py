@@ -20,11 +20,10 @@ highest common version.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kbroker.protocol.api_key import ApiKey
+from kbroker.server.api_spec import ApiSpec as ApiSpec
 from kbroker.server.apis import add_offsets_to_txn as add_offsets_to_txn
 from kbroker.server.apis import add_partitions_to_txn as add_partitions_to_txn
 from kbroker.server.apis import alter_client_quotas as alter_client_quotas
@@ -79,19 +78,6 @@ from kbroker.server.apis import sync_group as sync_group
 from kbroker.server.apis import txn_offset_commit as txn_offset_commit
 from kbroker.server.apis import update_metadata as update_metadata
 from kbroker.server.apis import write_txn_markers as write_txn_markers
-from kbroker.server.request_context import RequestContext
-
-Handler = Callable[[RequestContext, Any], Any | Awaitable[Any]]
-ErrorResponse = Callable[[Any, int, int], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSpec:
-    api_key: ApiKey
-    min_version: int
-    max_version: int
-    handler: Handler
-    error_response: ErrorResponse | None = None
 
 
 def _spec(key: ApiKey, lo: int, hi: int, module: Any) -> ApiSpec:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from kbroker.common.topic_partition import TopicPartition
     from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
     from kbroker.coordinator.transaction_topic import TransactionTopic
-    from kbroker.server.api_table import ApiSpec
+    from kbroker.server.api_spec import ApiSpec
     from kbroker.server.config_describe import ConfigSource
     from kbroker.storage.log_manager import LogManager
 
@@ -90,14 +90,13 @@ class SingleBrokerSupport(MetadataSupport):
     """No ZooKeeper: this broker is the whole cluster and leads every partition."""
 
     def __init__(self, transaction_topic: TransactionTopic,
-                 txn_coordinator: TransactionCoordinator) -> None:
+                 txn_coordinator: TransactionCoordinator, api_table: dict[int, ApiSpec]) -> None:
         super().__init__(transaction_topic)
         self.txn_coordinator = txn_coordinator
+        self._api_table = api_table
 
     def api_table(self) -> dict[int, ApiSpec]:
-        from kbroker.server.api_table import API_TABLE
-
-        return API_TABLE
+        return self._api_table
 
     def require_zk(self) -> ZkSupport:
         raise ZkRequired()
@@ -123,8 +122,9 @@ class ZkSupport(MetadataSupport):
 
     def __init__(self, transaction_topic: TransactionTopic, zk_broker: ZkBroker,
                  metadata_cache: ZkMetadataCache, replica_manager: ReplicaManager,
-                 log_manager: LogManager) -> None:
+                 log_manager: LogManager, api_table: dict[int, ApiSpec]) -> None:
         super().__init__(transaction_topic)
+        self._api_table = api_table
         self._zk_broker = zk_broker
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
@@ -133,9 +133,7 @@ class ZkSupport(MetadataSupport):
         self._strays_checked = False
 
     def api_table(self) -> dict[int, ApiSpec]:
-        from kbroker.server.api_table import CLUSTER_API_TABLE
-
-        return CLUSTER_API_TABLE
+        return self._api_table
 
     def require_zk(self) -> ZkSupport:
         return self

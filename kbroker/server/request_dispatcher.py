@@ -52,7 +52,7 @@ from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.security.principal import KafkaPrincipal
 from kbroker.security.quotas import REQUEST as REQUEST_QUOTA
-from kbroker.server.api_table import ApiSpec
+from kbroker.server.api_spec import ApiSpec
 from kbroker.server.apis import api_versions
 from kbroker.server.authorization import request_refusal
 from kbroker.server.network_receive import PREFIX, FrameError

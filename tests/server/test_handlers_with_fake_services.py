@@ -23,6 +23,7 @@ from kbroker.protocol.codec import Reader, Writer
 from kbroker.protocol.messages.create_topics import CreateTopicsRequest
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.apis import create_topics, list_offsets, metadata
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
 from kbroker.server.request_context import RequestContext
@@ -180,12 +181,12 @@ class FakeMetadataCache:
 
 
 def single_broker_support() -> MetadataSupport:
-    return SingleBrokerSupport(None, None)  # type: ignore[arg-type]
+    return SingleBrokerSupport(None, None, API_TABLE)  # type: ignore[arg-type]
 
 
 def zk_support() -> MetadataSupport:
     return ZkSupport(None, None, FakeMetadataCache(), FakeReplicaManager(),  # type: ignore[arg-type]
-                     FakeLogManager())
+                     FakeLogManager(), CLUSTER_API_TABLE)
 
 
 SUPPORTS = {"single": single_broker_support, "zk": zk_support}

@@ -20,7 +20,7 @@ from kbroker.protocol.messages.api_versions import ApiVersionsRequest, ApiVersio
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from kbroker.server.api_table import ApiSpec
+    from kbroker.server.api_spec import ApiSpec
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
