@@ -112,7 +112,11 @@ def test_a_cancelled_park_is_not_called() -> None:
         parked.cancel()
         assert notifier._waiters == {}
         notifier.notify("a")
-        await asyncio.sleep(0.05)
+        # a witness parked after it, with a later deadline: once it fires at its deadline,
+        # the cancelled one's has passed too
+        expired = asyncio.get_running_loop().create_future()
+        notifier.park(["b"], 0.02, lambda: expired.set_result(None))
+        await asyncio.wait_for(expired, 10)
         assert calls == []
 
     asyncio.run(scenario())
