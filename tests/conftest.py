@@ -1,5 +1,5 @@
 """Hooks for the whole suite: no confluent-kafka client outlives the test that made it
-(tests/client_leaks.py says why)."""
+(tests/client_leaks.py says why); each test gets its tier's marker (tests/tiers.py)."""
 
 from tests import client_leaks
 from tests.client_leaks import (  # noqa: F401 - pytest finds hooks by name
@@ -7,5 +7,6 @@ from tests.client_leaks import (  # noqa: F401 - pytest finds hooks by name
     pytest_fixture_setup,
     pytest_runtest_teardown,
 )
+from tests.tiers import pytest_collection_modifyitems  # noqa: F401 - a hook, as above
 
 client_leaks.install()

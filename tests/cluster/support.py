@@ -24,10 +24,12 @@ DEADLINE_S = 60.0
 
 
 def new_cluster(zookeeper: ZooKeeperServer, directory: Path, brokers: int = 3,
-                overrides: Mapping[str, str] | None = None) -> Cluster:
-    """A started cluster on the module's ZooKeeper, in a chroot of its own."""
+                overrides: Mapping[str, str] | None = None, operations: bool = False) -> Cluster:
+    """A started cluster on the module's ZooKeeper, in a chroot of its own (`operations`:
+    each broker's operations listener, /metrics, on)."""
     chroot = f"/kbroker-{uuid.uuid4().hex[:8]}"
-    return Cluster(brokers, directory, overrides, zookeeper=zookeeper, chroot=chroot).start()
+    return Cluster(brokers, directory, overrides, zookeeper=zookeeper, chroot=chroot,
+                   operations=operations).start()
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = DEADLINE_S,

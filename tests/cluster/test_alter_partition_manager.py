@@ -50,10 +50,12 @@ class ScriptedController:
         self.unreachable = unreachable
         self.sent: list[tuple[int, int, list[int]]] = []  # (leader epoch, partition epoch, ISR)
         self.resets = 0
+        self.refused = asyncio.Event()  # set at the first request it failed
 
     async def request(self, req: AlterPartitionRequest, _version: int, timeout_s: float) -> Any:
         if self.unreachable > 0:
             self.unreachable -= 1
+            self.refused.set()
             raise KafkaClientError("the controller does not answer")
         p = req.topics[0].partitions[0]
         self.sent.append((p.leader_epoch, p.partition_epoch, list(p.new_isr)))
@@ -77,12 +79,9 @@ async def stale_proposal(controller: ScriptedController) -> tuple[Partition, Any
     partition = Partition(TP, 1, StubLog(), lambda: 0)  # type: ignore[arg-type]
     partition.make_leader(leader(0, (1, 2, 3), 0))
     shrink = manager.submit(partition, (1, 3))  # computed from epoch 0's ISR
-    await asyncio.sleep(0.05)  # its first try failed: the controller is out of reach
+    await asyncio.wait_for(controller.refused.wait(), 10)  # the controller is out of reach
     partition.make_leader(leader(1, (1, 2), 1))  # LeaderAndIsr from a new controller
-    for _ in range(50):
-        if shrink.done():
-            break
-        await asyncio.sleep(0.05)
+    await asyncio.wait([shrink], timeout=10)  # the retry, after RETRY_BACKOFF_S
     manager.shutdown()
     return partition, shrink
 

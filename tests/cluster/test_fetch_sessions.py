@@ -4,13 +4,15 @@ one the partitions do not have, so that no real follower's progress is touched.
 
 A session opens with a full fetch (session_id 0, epoch 0); later fetches name only the
 partitions whose position changed and get only the partitions with news. Unknown ids and
-wrong epochs are refused with Kafka's error codes; consumers get no session."""
+wrong epochs are refused with Kafka's error codes; consumers get no session.
+
+A fetch is known to be parked once the broker has read it: the topic's partition reads
+went up in its /metrics (tests.ops.support.partition_reads)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,12 +22,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.client.connection import BrokerConnection
-from kbroker.cluster.local_cluster import Cluster
+from kbroker.cluster.local_cluster import BrokerProcess, Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from tests.batches import decode_batches, make_batch, values_batch
+from tests.ops.support import partition_reads
 
 from .support import (
     create_topic,
@@ -40,11 +43,14 @@ from .support import (
 
 FETCH_VERSION = 12
 REPLICA = 99  # no partition has it: the leader answers as to a follower, tracks nothing
+# a parked fetch's max wait, longer than its connection waits for an answer (30 s): an
+# answer at all is one that an append woke, not the deadline
+PARKED_MS = 120_000
 
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = new_cluster(zookeeper, tmp_path_factory.mktemp("sessions"), brokers=1)
+    c = new_cluster(zookeeper, tmp_path_factory.mktemp("sessions"), brokers=1, operations=True)
     try:
         yield c
     finally:
@@ -76,18 +82,27 @@ def fetch(conn: BrokerConnection, topic: str, positions: dict[int, int], session
     return response
 
 
-def parked_fetch(conn: BrokerConnection, topic: str, session: int,
-                 meanwhile: Callable[[], object]) -> tuple[FetchResponse, float]:
-    """An incremental fetch (epoch 1) that parks for up to 10 s, `meanwhile` run on another
-    thread half a second after it is sent; its answer and the seconds it took."""
-    other = threading.Timer(0.5, meanwhile)
-    started = time.monotonic()
-    other.start()
-    try:
-        woken = fetch(conn, topic, {}, session, 1, max_wait_ms=10_000)
-    finally:
-        other.join(30)
-    return woken, time.monotonic() - started
+def send_and_park(conn: BrokerConnection, broker: BrokerProcess, topic: str, request: FetchRequest) -> None:
+    """Send a Fetch that finds nothing to read and return once the broker parked it."""
+    url = broker.operations_url
+    assert url is not None, "the cluster runs without operations listeners"
+    before = partition_reads(url, topic)
+    conn.send(request, FETCH_VERSION)
+    wait_until(lambda: partition_reads(url, topic) > before,
+               f"the broker to read (and park) the fetch of {topic}", interval=0.02)
+
+
+def parked_fetch(conn: BrokerConnection, broker: BrokerProcess, topic: str, session: int,
+                 meanwhile: Callable[[], object]) -> FetchResponse:
+    """An incremental fetch (epoch 1) with a max wait of PARKED_MS, `meanwhile` run once
+    the broker has parked it; its answer (the connection's timeout if nothing woke it)."""
+    send_and_park(conn, broker, topic, FetchRequest(
+        replica_id=REPLICA, max_wait_ms=PARKED_MS, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=session, session_epoch=1, topics=[],
+        forgotten_topics_data=[], rack_id=""))
+    meanwhile()
+    woken: FetchResponse = conn.receive()
+    return woken
 
 
 def answered(response: FetchResponse) -> dict[int, tuple[int, int]]:
@@ -147,8 +162,9 @@ def test_a_session_answers_only_the_partitions_with_news(cluster: Cluster) -> No
 
 
 def test_a_parked_session_fetch_is_answered_when_records_arrive(cluster: Cluster) -> None:
-    """An incremental fetch with nothing to read parks for up to its max wait (10 s here);
-    an append to any partition of the session answers it long before."""
+    """An incremental fetch with nothing to read parks for up to its max wait (two minutes
+    here, longer than the connection waits); an append to any partition of the session
+    answers it."""
     topic = "sessions-park"
     create_topic(cluster, topic, partitions=2, rf=1)
     for p in range(2):
@@ -157,10 +173,9 @@ def test_a_parked_session_fetch_is_answered_when_records_arrive(cluster: Cluster
     with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:
         session = fetch(conn, topic, {0: 0, 1: 0}, 0, 0).session_id
         assert session != 0
-        woken, waited = parked_fetch(conn, topic, session, lambda: produce(cluster, topic, 1, 1))
-        assert woken.error_code == ErrorCode.NONE
+        woken = parked_fetch(conn, broker, topic, session, lambda: produce(cluster, topic, 1, 1))
+        assert woken.error_code == ErrorCode.NONE and woken.session_id == session
         assert set(answered(woken)) == {1} and answered(woken)[1][1] > 0
-        assert waited < 8.0, f"the parked fetch waited {waited:.1f} s of its 10 s"
 
 
 def test_a_parked_follower_fetch_woken_by_a_produce_answers_every_partition_it_appended(
@@ -185,8 +200,8 @@ def test_a_parked_follower_fetch_woken_by_a_produce_answers_every_partition_it_a
                 ProduceRequest.PartitionProduceData(index=1, records=values_batch(2, prefix=b"p1-")),
             ])])
         produced: list[ProduceResponse] = []
-        woken, _ = parked_fetch(conn, topic, session,
-                                lambda: produced.append(producer.request(request, 9)))
+        woken = parked_fetch(conn, broker, topic, session,
+                             lambda: produced.append(producer.request(request, 9)))
     assert [(p.index, p.error_code, p.base_offset) for r in produced[0].responses
             for p in r.partition_responses] == [(0, ErrorCode.NONE, 3), (1, ErrorCode.NONE, 0)]
     parts = {pd.partition_index: pd for t in woken.responses for pd in t.partitions}
@@ -209,11 +224,9 @@ def test_a_parked_fetch_of_a_closed_connection_is_dropped(cluster: Cluster) -> N
     logged = broker.log_path.stat().st_size
     gone = BrokerConnection(broker.host, broker.port, timeout_s=30)
     session = fetch(gone, topic, {0: 0}, 0, 0).session_id
-    gone.send(FetchRequest(
+    send_and_park(gone, broker, topic, FetchRequest(
         replica_id=REPLICA, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-        session_id=session, session_epoch=1, topics=[], forgotten_topics_data=[], rack_id=""),
-        FETCH_VERSION)
-    time.sleep(0.5)  # the fetch is read and parked
+        session_id=session, session_epoch=1, topics=[], forgotten_topics_data=[], rack_id=""))
     gone.close()
     produce(cluster, topic, 0, 3)
     with BrokerConnection(broker.host, broker.port, timeout_s=30) as conn:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 
 def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, str]], **conf: Any) -> None:
@@ -75,3 +75,25 @@ def covers(members: list[Member], partitions: int) -> bool:
     total = sum(len(m.assignment) for m in live)
     union = set().union(*(m.assignment for m in live)) if live else set()
     return total == partitions and union == set(range(partitions)) and all(m.assignment for m in live)
+
+
+def end_offsets(member: Member, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark, as the broker answers it now."""
+    return {p: member.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)}
+
+
+def read_to(members: list[Member], topic: str, ends: dict[int, int]) -> bool:
+    """Every partition of `ends` is assigned to a live member that has read it up to its end
+    offset there: nothing more will come (a record read twice would have come before). A
+    partition it has read nothing of since it got it is where its committed offset is."""
+    live = [m for m in members if not m.closed]
+    for m in live:
+        if m.assignment:
+            tps = m.consumer.position([TopicPartition(topic, p) for p in sorted(m.assignment)])
+            unread = [tp for tp in tps if tp.offset < 0]  # OFFSET_INVALID: no record read
+            if unread:
+                tps = [tp for tp in tps if tp.offset >= 0] + m.consumer.committed(unread, timeout=10)
+            if any(tp.offset < ends[tp.partition] for tp in tps):
+                return False
+    return set().union(*(m.assignment for m in live)) >= set(ends) if live else not ends

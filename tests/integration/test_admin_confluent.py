@@ -235,6 +235,19 @@ def test_incremental_alter_max_message_bytes_applies_live(admin: AdminClient, br
     assert code == KafkaError.INVALID_CONFIG
 
 
+def _retention_checked(bs: str, admin: AdminClient, consumer: Consumer) -> None:
+    """Return once a retention check has gone over every log that held records before:
+    a witness topic's hour-old records, produced now, are deleted by the first check."""
+    witness = _name("witness")
+    _create(admin, NewTopic(witness, 1, 1, config={"segment.bytes": "1024", "retention.ms": "60000"}))
+    old = int(time.time() * 1000) - 3_600_000
+    delivered = _produce(bs, witness, [b"w" * 400] * 6, timestamps=[old] * 6,
+                         **{"batch.num.messages": 1})
+    assert not [m for m in delivered if isinstance(m, KafkaError)], delivered
+    tp = TopicPartition(witness, 0)
+    _wait_for(lambda: consumer.get_watermark_offsets(tp, timeout=TIMEOUT)[0] > 0)
+
+
 def test_retention_ms_applied_live(broker_factory: Any) -> None:
     bp = broker_factory({"log.retention.check.interval.ms": "200"}).start()
     admin = AdminClient({"bootstrap.servers": bp.bootstrap_servers})
@@ -248,7 +261,7 @@ def test_retention_ms_applied_live(broker_factory: Any) -> None:
     c = Consumer({"bootstrap.servers": bp.bootstrap_servers, "group.id": "unused"})
     try:
         tp = TopicPartition(topic, 0)
-        time.sleep(0.5)
+        _retention_checked(bp.bootstrap_servers, admin, c)
         assert c.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 12)  # 7 days' retention
         res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
             ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)])
@@ -348,8 +361,8 @@ def test_segment_bytes_and_retention_bytes_applied_live(broker_factory: Any) -> 
     c = Consumer({"bootstrap.servers": bp.bootstrap_servers, "group.id": "unused"})
     try:
         tp = TopicPartition(topic, 0)
-        time.sleep(0.5)
-        assert c.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 10)
+        _retention_checked(bp.bootstrap_servers, admin, c)
+        assert c.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 10)  # no retention.bytes
         res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
             ConfigEntry("retention.bytes", "1500", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result()

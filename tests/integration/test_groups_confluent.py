@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .groups_support import Member, covers, poll_until, produce
+from .groups_support import Member, covers, end_offsets, poll_until, produce, read_to
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -67,9 +66,8 @@ def test_three_consumers_share_rebalance_commit_and_resume(broker: Any, record_p
     produce(bs, topic, third)
     newcomer = Member(bs, group, topic)
     try:
-        poll_until([newcomer], lambda: len(newcomer.values) >= len(third))
-        time.sleep(0.5)
-        newcomer.poll_once(0.5)
+        ends = end_offsets(newcomer, topic, PARTITIONS)
+        poll_until([newcomer], lambda: read_to([newcomer], topic, ends))
         assert sorted(newcomer.values) == sorted(v for _, v in third), "resumed from committed offsets"
     finally:
         newcomer.close()
@@ -190,9 +188,8 @@ def test_live_group_survives_broker_sigkill(broker_factory: Any) -> None:
         poll_until(members, lambda: len(consumed(members)) >= len(first) + len(second), timeout=60)
         for m in members:
             m.commit()
-        time.sleep(0.5)
-        for m in members:
-            m.poll_once(0.2)
+        ends = end_offsets(members[0], topic, PARTITIONS)
+        poll_until(members, lambda: read_to(members, topic, ends))
         assert sorted(consumed(members)) == sorted(v for _, v in first + second)
     finally:
         for m in members:

@@ -61,6 +61,15 @@ def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: s
     return samples.get((name, tuple(sorted(labels.items()))))
 
 
+def partition_reads(url: str, topic: str) -> float:
+    """How many partition reads the broker's Fetches of `topic` made (TotalFetchRequests in
+    its /metrics): a Fetch that finds too little parks in the step that read, so once this
+    went up after a Fetch was sent, that Fetch is parked (or answered)."""
+    found = value(scrape(url), "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+                  topic=topic)
+    return found or 0.0
+
+
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = DEADLINE_S,
                interval: float = 0.05) -> Any:
     deadline = time.monotonic() + timeout

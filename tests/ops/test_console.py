@@ -28,7 +28,7 @@ from playwright.sync_api import BrowserContext, Page, sync_playwright
 from kbroker import Broker
 from kbroker.ops import console_api
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -256,6 +256,7 @@ def test_anonymous_where_a_listener_lets_anyone_in_and_login_asks(tmp_path: Path
         assert _get(b, "/api/overview", "admin")[1]["principal"] == "User:admin"
 
 
+@pytest.mark.browser
 def test_the_console_in_a_browser_signed_in_as_a_user_with_some_acls(
         broker: Broker, tmp_path: Path) -> None:
     """Chromium signs in with the user's name and password (as its dialog would send

@@ -73,6 +73,7 @@ def test_latency_ratio_per_linger() -> None:
     assert not targets["p99 rf3 < 2 x single, linger.ms 0"]["met"]
 
 
+@pytest.mark.cluster  # ZooKeeper and brokers, started by the bench
 @pytest.mark.timeout(600)
 def test_the_whole_bench_runs_with_tiny_sizes(tmp_path: Path) -> None:
     out = tmp_path / "cluster.json"
