@@ -3,8 +3,8 @@ tansu's one scenario per engine), for what must behave alike in both.
 
 The fixture is module-scoped and parametrized: `single` is an in-process Broker (node 0),
 `cluster` three `kbroker serve` processes (nodes 1-3) on a ZooKeeper of their own
-(kbroker.Cluster), each started once per module that uses it and stopped afterwards by
-PID. The `single` param is marked `integration`, the `cluster` param `cluster`, so
+(kbroker.Cluster), each started once per module that uses it and stopped after it (the
+cluster's processes by PID). The `single` param is marked `integration`, the `cluster` param `cluster`, so
 tests/tiers.py puts each in its tier (`scripts/test integration` runs the first,
 `scripts/test cluster` the second).
 
@@ -12,8 +12,16 @@ Both yield an AnyBroker: the bootstrap servers, the broker ids, and the few oper
 scenarios need (an AdminClient, creating a topic and waiting until every broker serves
 it). Where the two modes differ on purpose (a replication factor above one needs as many
 brokers), a test reads it from the AnyBroker's attributes (`max_replication_factor`),
-never from the mode's name. Each test makes topics and groups of its own (`fresh`): the
-broker is shared by the module.
+never from the mode's name; a known gap of one mode is an attribute too
+(`dynamic_broker_configs`), its test xfail strict there. Each test makes topics and groups
+of its own (`fresh`): the broker is shared by the module. A test module takes the fixture
+by importing `any_broker_fixture` (registered under the name `any_broker`), so that no
+conftest needs to change:
+
+    from .any_broker import AnyBroker, any_broker_fixture, fresh  # noqa: F401 - a fixture
+
+    def test_x(any_broker: AnyBroker) -> None:
+        name = any_broker.create_topic(fresh("x"), rf=any_broker.max_replication_factor)
 
 Owns: the broker or cluster it started, for the module's lifetime.
 """
