@@ -49,17 +49,17 @@ from kbroker.cluster.metadata_cache import (
     TopicCatalog,
     ZkMetadataCache,
 )
-from kbroker.cluster.partition import Partition
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig, ConfigError, Listener, broker_config
+from kbroker.coordinator.coordinator_leadership import CoordinatorLeadership
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
-from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopic
+from kbroker.coordinator.offsets_topic import OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
 from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
 from kbroker.coordinator.transaction_state_manager import TransactionConfig, TransactionStateManager
-from kbroker.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC_NAME, TransactionTopic
+from kbroker.coordinator.transaction_topic import TransactionTopic
 from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMarkerChannel
 from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.meta_properties import ensure_meta_properties
@@ -106,7 +106,19 @@ class BrokerComponents:
     (ZkMetadataCache, fed by UpdateMetadata), partitions from its LeaderAndIsr
     (ReplicaManager), and topic changes are written to ZooKeeper (ZkBroker). What differs
     is behind `support` (SingleBrokerSupport / ZkSupport) and `topic_admin`
-    (SingleBrokerTopicAdmin / ZkTopicAdmin)."""
+    (SingleBrokerTopicAdmin / ZkTopicAdmin).
+
+    Built as Kafka's KafkaServer.startup builds things: each object is given what it
+    needs in its constructor, in dependency order (log dirs locked, LogManager, the
+    topic catalog; in cluster mode the ZkBroker, not yet connected, with its fetchers
+    and AlterPartition channel; ReplicaManager; the coordinators; credentials, quotas,
+    ACLs, each with its storage: files of the first log dir, or ZooKeeper's writers;
+    the support objects). Nothing is finished afterwards by assigning another object's
+    attributes (tests/test_layering.py checks it). The steps that need the ZooKeeper
+    session run later: `connect_cluster` (the cluster id, the dynamic configs, what
+    ZooKeeper stores of users, clients and ACLs) before the logs load, `start_cluster`
+    (registration, the controller election, the ReplicaManager's session handler and
+    ISR checks) once the listeners are bound."""
 
     def __init__(self, config: BrokerConfig, time: Time) -> None:
         self.current_config = CurrentBrokerConfig(config)
@@ -197,6 +209,10 @@ class BrokerComponents:
             self.topic_admin = ZkTopicAdmin(self.current_config, config.node_id, self.topics,
                                             self.cluster, zk)
             self.producer_id_manager = ZkProducerIdManager(config.node_id, self.zk_broker.zk)
+            # the coordinators follow the leaderships of their topics' partitions
+            leadership = CoordinatorLeadership(self.group_coordinator, self.txn_coordinator,
+                                               self.replica_manager.partitions.get)
+            self.replica_manager.add_leadership_listener(leadership.leadership_changed)
         self._isr_expiration: asyncio.Task[None] | None = None
 
     def _zk_broker(self, config: BrokerConfig, cache: ZkMetadataCache) -> ZkBroker:
@@ -209,8 +225,7 @@ class BrokerComponents:
 
     def _replica_manager(self, config: BrokerConfig, time: Time) -> ReplicaManager:
         """The partitions: led here alone (a single broker), or as the controller says, with
-        the ZkBroker's fetchers and AlterPartition channel; the coordinators follow the
-        leaderships of their topics' partitions."""
+        the ZkBroker's fetchers and AlterPartition channel."""
         zk_broker = self.zk_broker
         if zk_broker is None:
             return ReplicaManager(
@@ -222,8 +237,7 @@ class BrokerComponents:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms, topic_stats=self.topic_stats,
             fetchers=zk_broker.fetchers, alter_isr=zk_broker.alter_partitions.submit,
             topic_config=zk_broker.topic_config, is_alive=lambda b: cluster.broker(b) is not None,
-            broker_epoch=lambda: zk_broker.broker_epoch,
-            leadership_listeners=(self._offsets_leadership, self._transaction_leadership))
+            broker_epoch=lambda: zk_broker.broker_epoch)
 
     def _open_security(self, config: BrokerConfig) -> None:
         """SCRAM credentials, client quotas and ACLs: in files of the first log dir (a single
@@ -319,40 +333,6 @@ class BrokerComponents:
         log.info("broker configs changed dynamically: %s", {
             k: v for k, v in props.items() if self.config.props.get(k) == v and k not in (
                 "log.dirs", "listeners")})
-
-    def _offsets_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
-        """The group coordinator moves with the leadership of __consumer_offsets partitions."""
-        for p in leaders:
-            if p.topic_partition.topic == GROUP_METADATA_TOPIC_NAME:
-                self.group_coordinator.on_elected(p.topic_partition.partition)
-        for p in followers:
-            if p.topic_partition.topic == GROUP_METADATA_TOPIC_NAME:
-                self.group_coordinator.on_resigned(p.topic_partition.partition)
-        owned = self.group_coordinator.owned_partitions or set()
-        for index in list(owned):
-            tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, index)
-            partition = self.replica_manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                self.group_coordinator.on_resigned(index)
-
-    def _transaction_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
-        """The transaction coordinator moves with the leadership of __transaction_state
-        partitions; a new leader epoch is a new coordinator epoch (the partition reloads)."""
-        coordinator = self.txn_coordinator
-        for p in leaders:
-            if p.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
-                index = p.topic_partition.partition
-                entry = coordinator.state.caches.get(index)
-                if entry is None or entry.coordinator_epoch != p.leader_epoch:
-                    coordinator.on_elected(index, p.leader_epoch)
-        for p in followers:
-            if p.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
-                coordinator.on_resigned(p.topic_partition.partition)
-        for index in list(coordinator.state.caches):
-            tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, index)
-            partition = self.replica_manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                coordinator.on_resigned(index)
 
     def _partition_leader(self, tp: TopicPartition) -> int:
         """The leader of a partition for the transaction markers (-2: it does not exist)."""

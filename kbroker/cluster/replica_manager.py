@@ -99,8 +99,7 @@ class ReplicaManager:
                  fetchers: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
                  topic_config: Callable[[str], Awaitable[LogConfig]] | None = None,
                  is_alive: Callable[[int], bool] | None = None,
-                 broker_epoch: Callable[[], int] | None = None,
-                 leadership_listeners: Sequence[LeadershipListener] = ()) -> None:
+                 broker_epoch: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.topics = topics
@@ -124,7 +123,7 @@ class ReplicaManager:
         self.is_alive = is_alive
         self._broker_epoch = broker_epoch
         # Told of the partitions that became leaders and followers (the coordinators).
-        self.leadership_listeners: tuple[LeadershipListener, ...] = tuple(leadership_listeners)
+        self.leadership_listeners: list[LeadershipListener] = []
         self.zk_fenced = False  # ZooKeeper silent for most of the session timeout
         # After a session expiry: partitions that take no writes until the controller's
         # next LeaderAndIsr for them (it may have moved them meanwhile).
@@ -132,6 +131,11 @@ class ReplicaManager:
         # ISR changes this broker made as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec)
         self.isr_shrinks = 0
         self.isr_expands = 0
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """Told, after each LeaderAndIsr and StopReplica, the partitions that became
+        leaders and followers here (Kafka's onLeadershipChange callback)."""
+        self.leadership_listeners.append(listener)
 
     @property
     def broker_epoch(self) -> int:

@@ -296,6 +296,10 @@ class ZkBroker:
         await self.zk.close()
 
     # -- the controller's address ---------------------------------------------------------------
+    def record_live_leader(self, broker_id: int, host: str, port: int) -> None:
+        """A leader named by LeaderAndIsr: reachable there until UpdateMetadata says more."""
+        self.live_leaders[broker_id] = (host, port)
+
     def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         node = self.metadata.broker(broker_id)
         endpoint = node.endpoints.get(self.listener) if node is not None else None
