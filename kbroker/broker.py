@@ -49,25 +49,24 @@ from kbroker.cluster.metadata_cache import (
     TopicCatalog,
     ZkMetadataCache,
 )
-from kbroker.cluster.partition import Partition
 from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig, ConfigError, Listener, broker_config
+from kbroker.coordinator.coordinator_leadership import CoordinatorLeadership
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
-from kbroker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopic
+from kbroker.coordinator.offsets_topic import OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
 from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
 from kbroker.coordinator.transaction_state_manager import TransactionConfig, TransactionStateManager
-from kbroker.coordinator.transaction_topic import TRANSACTION_STATE_TOPIC_NAME, TransactionTopic
+from kbroker.coordinator.transaction_topic import TransactionTopic
 from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMarkerChannel
 from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
 from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
-from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_string, quota_values
-from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_values
 from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.broker_phase import BrokerPhase
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
@@ -85,6 +84,7 @@ from kbroker.utils.rlimit import open_file_limit
 from kbroker.utils.time import SYSTEM_TIME, Time
 
 if TYPE_CHECKING:
+    from kbroker.cluster.zk_acls import ZkAclStore
     from kbroker.cluster.zk_broker import ZkBroker
     from kbroker.ops.listener import OperationsListener
     from kbroker.server.protocol_trace import TraceSettings
@@ -106,7 +106,19 @@ class BrokerComponents:
     (ZkMetadataCache, fed by UpdateMetadata), partitions from its LeaderAndIsr
     (ReplicaManager), and topic changes are written to ZooKeeper (ZkBroker). What differs
     is behind `support` (SingleBrokerSupport / ZkSupport) and `topic_admin`
-    (SingleBrokerTopicAdmin / ZkTopicAdmin)."""
+    (SingleBrokerTopicAdmin / ZkTopicAdmin).
+
+    Built as Kafka's KafkaServer.startup builds things: each object is given what it
+    needs in its constructor, in dependency order (log dirs locked, LogManager, the
+    topic catalog; in cluster mode the ZkBroker, not yet connected, with its fetchers
+    and AlterPartition channel; ReplicaManager; the coordinators; credentials, quotas,
+    ACLs, each with its storage: files of the first log dir, or ZooKeeper's writers;
+    the support objects). Nothing is finished afterwards by assigning another object's
+    attributes (tests/test_layering.py checks it). The steps that need the ZooKeeper
+    session run later: `connect_cluster` (the cluster id, the dynamic configs, what
+    ZooKeeper stores of users, clients and ACLs) before the logs load, `start_cluster`
+    (registration, the controller election, the ReplicaManager's session handler and
+    ISR checks) once the listeners are bound."""
 
     def __init__(self, config: BrokerConfig, time: Time) -> None:
         self.current_config = CurrentBrokerConfig(config)
@@ -157,18 +169,17 @@ class BrokerComponents:
         if self.clustered:
             cache = ZkMetadataCache(config.node_id)
             self.topics = self.cluster = self.metadata_cache = cache
+            self.zk_broker = self._zk_broker(config, cache)
         else:
             self.registry = TopicRegistry(os.path.join(config.log_dirs[0], REGISTRY_FILE))
             self.topics = self.registry
             self.cluster = LocalClusterView(config.node_id, config.broker_rack, self.registry,
                                             self.log_manager, self.endpoints)
-        self.replica_manager = ReplicaManager(
-            config.node_id, self.log_manager, self.topics, time.milliseconds,
-            clustered=self.clustered, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-            topic_stats=self.topic_stats)
+        self.replica_manager = self._replica_manager(config, time)
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
-            CoordinatorConfig.from_broker_config(config), time, self.offsets_topic)
+            CoordinatorConfig.from_broker_config(config), time, self.offsets_topic,
+            clustered=self.clustered)
         self.transaction_topic = TransactionTopic(self)
         txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
                                             self.transaction_topic)
@@ -180,85 +191,112 @@ class BrokerComponents:
             metadata_changed=self.metadata_changed if self.clustered else None,
             login=config.inter_broker_login)
         self.txn_coordinator = TransactionCoordinator(txn_state, markers, time, self._generate_producer_id)
-        self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
-        self.scram_credentials = ScramCredentialStore(
-            None if self.clustered else os.path.join(config.log_dirs[0], CREDENTIALS_FILE))
-        self.client_quotas = ClientQuotas(
-            None if self.clustered else os.path.join(config.log_dirs[0], QUOTAS_FILE),
-            config.quota_window_size_seconds * 1000, config.quota_window_num)
-        self.authorizer: AclAuthorizer | None = None
-        if config.authorizer_class_name:
-            self.authorizer = AclAuthorizer(
-                None if self.clustered else os.path.join(config.log_dirs[0], ACLS_FILE),
-                config.super_users, config.allow_everyone_if_no_acl_found)
+        self._open_security(config)
         self.support: MetadataSupport
         self.topic_admin: TopicAdmin
-        if not self.clustered:
+        self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
+        if self.zk_broker is None:
             assert self.registry is not None
             self.support = SingleBrokerSupport(self.transaction_topic, self.txn_coordinator, API_TABLE)
             self.topic_admin = SingleBrokerTopicAdmin(
                 self.current_config, config.node_id, self.registry, self.cluster, self.log_manager,
                 self.replica_manager, self.group_coordinator, self.topic_stats)
-        if self.clustered:
-            self.group_coordinator.owned_partitions = set()
-            self.replica_manager.is_alive = lambda b: cache.broker(b) is not None
-            self.replica_manager.leadership_listeners.append(self._offsets_leadership)
-            self.replica_manager.leadership_listeners.append(self._transaction_leadership)
-            self.producer_id_manager = ZkProducerIdManager(config.node_id)
-        else:
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
+        else:
+            zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
+                           self.replica_manager, self.log_manager, CLUSTER_API_TABLE)
+            self.support = zk
+            self.topic_admin = ZkTopicAdmin(self.current_config, config.node_id, self.topics,
+                                            self.cluster, zk)
+            self.producer_id_manager = ZkProducerIdManager(config.node_id, self.zk_broker.zk)
+            # the coordinators follow the leaderships of their topics' partitions
+            leadership = CoordinatorLeadership(self.group_coordinator, self.txn_coordinator,
+                                               self.replica_manager.partitions.get)
+            self.replica_manager.add_leadership_listener(leadership.leadership_changed)
+        self._isr_expiration: asyncio.Task[None] | None = None
+
+    def _zk_broker(self, config: BrokerConfig, cache: ZkMetadataCache) -> ZkBroker:
+        """Cluster mode: this broker's part in ZooKeeper, not yet connected (connect_cluster)."""
+        from kbroker.cluster.zk_broker import ZkBroker  # kazoo: only in cluster mode
+
+        return ZkBroker(config, self.log_manager, cache, asyncio.get_running_loop(),
+                        self.default_log_config, on_broker_config=self.apply_broker_config,
+                        on_entity_config=self._entity_config)
+
+    def _replica_manager(self, config: BrokerConfig, time: Time) -> ReplicaManager:
+        """The partitions: led here alone (a single broker), or as the controller says, with
+        the ZkBroker's fetchers and AlterPartition channel."""
+        zk_broker = self.zk_broker
+        if zk_broker is None:
+            return ReplicaManager(
+                config.node_id, self.log_manager, self.topics, time.milliseconds,
+                replica_lag_time_max_ms=config.replica_lag_time_max_ms, topic_stats=self.topic_stats)
+        cluster = self.cluster
+        return ReplicaManager(
+            config.node_id, self.log_manager, self.topics, time.milliseconds, clustered=True,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms, topic_stats=self.topic_stats,
+            fetchers=zk_broker.fetchers, alter_isr=zk_broker.alter_partitions.submit,
+            topic_config=zk_broker.topic_config, is_alive=lambda b: cluster.broker(b) is not None,
+            broker_epoch=lambda: zk_broker.broker_epoch)
+
+    def _open_security(self, config: BrokerConfig) -> None:
+        """SCRAM credentials, client quotas and ACLs: in files of the first log dir (a single
+        broker), or in ZooKeeper's /config/users, /config/clients, /kafka-acl and
+        /kafka-acl-extended, as in Kafka's ZooKeeper mode (loaded by connect_cluster)."""
+        zk_broker = self.zk_broker
+        local = None if zk_broker is not None else config.log_dirs[0]
+        self.scram_credentials = ScramCredentialStore(
+            local and os.path.join(local, CREDENTIALS_FILE),
+            zk_broker.persist_credentials if zk_broker is not None else None)
+        self.client_quotas = ClientQuotas(
+            local and os.path.join(local, QUOTAS_FILE),
+            config.quota_window_size_seconds * 1000, config.quota_window_num,
+            zk_broker.persist_client_quotas if zk_broker is not None else None)
+        self.acl_store: ZkAclStore | None = None
+        self.authorizer: AclAuthorizer | None = None
+        if config.authorizer_class_name:
+            if zk_broker is not None:
+                from kbroker.cluster.zk_acls import ZkAclStore  # kazoo: only in cluster mode
+
+                self.acl_store = ZkAclStore(zk_broker.zk)
+            self.authorizer = AclAuthorizer(
+                local and os.path.join(local, ACLS_FILE), config.super_users,
+                config.allow_everyone_if_no_acl_found, self.acl_store)
 
     async def connect_cluster(self) -> None:
-        """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties."""
-        from kbroker.cluster.zk_broker import ZkBroker  # kazoo: only in cluster mode
+        """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties,
+        the dynamic configs, the SCRAM credentials, client quotas and ACLs."""
         from kbroker.metadata.meta_properties import read_meta_properties
 
-        assert self.clustered
-        self.zk_broker = ZkBroker(self.config, self.log_manager, self.metadata_cache,
-                                  self.replica_manager, asyncio.get_running_loop(),
-                                  self.default_log_config)
+        zk_broker = self.zk_broker
+        assert zk_broker is not None
         local = {p.get("cluster.id") for d in self.config.log_dirs
                  if (p := read_meta_properties(d)) is not None} - {None}
         local_id = self.config.cluster_id or (next(iter(local)) if len(local) == 1 else None)
-        cluster_id = await self.zk_broker.connect(local_id)
-        zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
-                       self.replica_manager, self.log_manager, CLUSTER_API_TABLE)
-        self.support = zk
-        self.topic_admin = ZkTopicAdmin(self.current_config, self.node_id, self.topics, self.cluster, zk)
+        cluster_id = await zk_broker.connect(local_id)
         self.cluster_id = ensure_meta_properties(self.config.log_dirs, self.config.node_id, cluster_id)
-        dynamic = await self.zk_broker.load_dynamic_configs()
+        dynamic = await zk_broker.load_dynamic_configs()
         if dynamic is not None:
             self.apply_broker_config(dynamic)
-        self.zk_broker.on_broker_config = self.apply_broker_config
-        # SCRAM credentials and client quotas live in /config/users and /config/clients,
-        # ACLs in /kafka-acl and /kafka-acl-extended, as in Kafka's ZooKeeper mode
-        zk_broker = self.zk_broker
         for entity_type, name, entity_config in await zk_broker.load_entity_configs():
             self._entity_config(entity_type, name, entity_config)
-        zk_broker.on_entity_config = self._entity_config
+        if self.authorizer is not None and self.acl_store is not None:
+            self.authorizer.load(await self.acl_store.start(self.authorizer.set_pattern))
 
-        async def persist(user: str, creds: Mapping[str, Any]) -> None:
-            await zk_broker.change_user_config(user, {
-                m: (creds[m].to_string() if m in creds else None) for m in SCRAM_MECHANISMS})
+    async def start_cluster(self) -> None:
+        """Cluster mode, once the listeners are bound: register and join the controller
+        election (ZkBroker.start); the ReplicaManager hears of the session's fencing and
+        expiry, and checks its leaders' ISRs every replica.lag.time.max.ms / 2."""
+        from kbroker.cluster.zk_client import StateChangeHandler
 
-        self.scram_credentials.persist = persist
-
-        async def persist_quotas(entity: tuple[str | None, str | None],
-                                 ops: Mapping[str, float | None]) -> Mapping[str, float]:
-            written = await zk_broker.change_quota_config(
-                *entity, {k: None if v is None else quota_string(k, v) for k, v in ops.items()})
-            return quota_values(written)
-
-        self.client_quotas.persist = persist_quotas
-        if self.authorizer is not None:
-            from kbroker.cluster.zk_acls import ZkAclStore
-
-            store = ZkAclStore(zk_broker.zk)
-            self.authorizer.load(await store.start(self.authorizer.set_pattern))
-            self.authorizer.store = store
-            zk_broker.on_stop.append(store.close)
-        assert isinstance(self.producer_id_manager, ZkProducerIdManager)
-        self.producer_id_manager.zk = self.zk_broker.zk
+        zk_broker = self.zk_broker
+        assert zk_broker is not None
+        await zk_broker.start([(name, host, port) for name, (host, port) in self.endpoints.items()])
+        rm = self.replica_manager
+        zk_broker.zk.register_state_change_handler(StateChangeHandler(
+            "replica-manager", on_fenced=rm.set_zk_fenced, on_session_expired=rm.session_expired))
+        self._isr_expiration = asyncio.ensure_future(every(
+            self.config.replica_lag_time_max_ms / 2000, rm.maybe_shrink_isr))
 
     def _entity_config(self, entity_type: str, name: str, entity_config: dict[str, str]) -> None:
         """A users or clients entity's config, from ZooKeeper: a user's SCRAM credentials,
@@ -282,7 +320,7 @@ class BrokerComponents:
             return
         self.current_config.update(config, default)
         manager = self.log_manager
-        manager.default_config = default
+        manager.reconfigure_default_config(default)
         for topic in {tp.topic for tp in manager.all_logs()}:
             info = self.topics.get(topic)
             overrides = info.configs if info is not None else {}
@@ -291,44 +329,10 @@ class BrokerComponents:
             except ValueError as e:
                 log.warning("topic %s keeps its config: %s", topic, e)
         if self.zk_broker is not None:
-            self.zk_broker.apply_broker_config(config)
+            self.zk_broker.reconfigure(config)
         log.info("broker configs changed dynamically: %s", {
             k: v for k, v in props.items() if self.config.props.get(k) == v and k not in (
                 "log.dirs", "listeners")})
-
-    def _offsets_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
-        """The group coordinator moves with the leadership of __consumer_offsets partitions."""
-        for p in leaders:
-            if p.topic_partition.topic == GROUP_METADATA_TOPIC_NAME:
-                self.group_coordinator.on_elected(p.topic_partition.partition)
-        for p in followers:
-            if p.topic_partition.topic == GROUP_METADATA_TOPIC_NAME:
-                self.group_coordinator.on_resigned(p.topic_partition.partition)
-        owned = self.group_coordinator.owned_partitions or set()
-        for index in list(owned):
-            tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, index)
-            partition = self.replica_manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                self.group_coordinator.on_resigned(index)
-
-    def _transaction_leadership(self, leaders: list[Partition], followers: list[Partition]) -> None:
-        """The transaction coordinator moves with the leadership of __transaction_state
-        partitions; a new leader epoch is a new coordinator epoch (the partition reloads)."""
-        coordinator = self.txn_coordinator
-        for p in leaders:
-            if p.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
-                index = p.topic_partition.partition
-                entry = coordinator.state.caches.get(index)
-                if entry is None or entry.coordinator_epoch != p.leader_epoch:
-                    coordinator.on_elected(index, p.leader_epoch)
-        for p in followers:
-            if p.topic_partition.topic == TRANSACTION_STATE_TOPIC_NAME:
-                coordinator.on_resigned(p.topic_partition.partition)
-        for index in list(coordinator.state.caches):
-            tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, index)
-            partition = self.replica_manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                coordinator.on_resigned(index)
 
     def _partition_leader(self, tp: TopicPartition) -> int:
         """The leader of a partition for the transaction markers (-2: it does not exist)."""
@@ -436,6 +440,10 @@ class BrokerComponents:
             topic_stats=self.topic_stats, metadata_topic_cache=self.metadata_topic_cache,
             shutting_down=lambda: self.shutting_down)
 
+    def begin_shutdown(self) -> None:
+        """The broker stops: handlers see `shutting_down` (new work is refused)."""
+        self.shutting_down = True
+
     def advertised_endpoint(self, listener_name: str) -> tuple[str, int]:
         return self.endpoints[listener_name]
 
@@ -457,6 +465,10 @@ class BrokerComponents:
             self.log_dir_locks.release()
 
     async def stop_cluster(self) -> None:
+        if self.acl_store is not None:
+            self.acl_store.close()
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
         if self.zk_broker is not None:
             try:
                 await self.zk_broker.stop()
@@ -624,8 +636,7 @@ class Broker:
             server.start(accepting=state.zk_broker is None)
             state.endpoints.update(_advertised(self.config, server))
             if state.zk_broker is not None:
-                await state.zk_broker.start(
-                    [(name, host, port) for name, (host, port) in state.endpoints.items()])
+                await state.start_cluster()
                 server.start_accepting()
         except BaseException:
             await state.stop_cluster()
@@ -641,7 +652,7 @@ class Broker:
         def dir_offline(log_dir: str, any_left: bool) -> None:  # on the failing thread
             loop.call_soon_threadsafe(self._log_dir_offline, state, log_dir, any_left)
 
-        state.log_manager.on_dir_offline = dir_offline
+        state.log_manager.register_dir_offline_handler(dir_offline)
         self._start_periodic(state)
         listening = ", ".join(
             f"{bl.name}://{_host_for_url(bl.bound_host)}:{bl.port}" for bl in server.listeners
@@ -724,7 +735,7 @@ class Broker:
             self.phase = BrokerPhase.PENDING_CONTROLLED_SHUTDOWN
             await state.zk_broker.controlled_shutdown()
         self.phase = BrokerPhase.SHUTTING_DOWN
-        state.shutting_down = True
+        state.begin_shutdown()
         server.stop_accepting()
         for task in self._periodic:
             task.cancel()

@@ -170,3 +170,72 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
         "kbroker.server.handler -> kbroker.broker",
         "kbroker.server.handler -> kbroker.broker.Broker",
     ]
+
+
+# The wiring builds each object with its collaborators (constructor arguments, in
+# dependency order, as Kafka's KafkaServer.startup does); it never finishes one by
+# assigning its attributes afterwards.
+WIRING_FILES = ("broker.py", "ops/served_broker.py", "cluster/zk_broker.py")
+
+
+def _patched_target(target: ast.expr) -> ast.Attribute | None:
+    """The attribute of another object a target assigns (`a.b = `, `self.a.b = `), if any."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            found = _patched_target(element)
+            if found is not None:
+                return found
+        return None
+    if not isinstance(target, ast.Attribute):
+        return None
+    owner = target.value
+    if isinstance(owner, ast.Name) and owner.id == "self":
+        return None  # the object's own field
+    if isinstance(owner, (ast.Name, ast.Attribute)):
+        return target
+    return None
+
+
+def patched_attributes(root: Path) -> list[str]:
+    """`module:line target` for each assignment of another object's attribute."""
+    found = []
+    for rel in WIRING_FILES:
+        path = root / rel
+        if not path.exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            else:
+                continue
+            for target in targets:
+                hit = _patched_target(target)
+                if hit is not None:
+                    found.append(f"{module_name(path, root)}:{node.lineno} {ast.unparse(hit)}")
+    return found
+
+
+def test_the_wiring_passes_collaborators_to_constructors() -> None:
+    assert patched_attributes(PACKAGE) == []
+
+
+def test_the_check_finds_a_patched_attribute(tmp_path: Path) -> None:
+    root = tmp_path / "kbroker"
+    (root / "cluster").mkdir(parents=True)
+    (root / "broker.py").write_text(
+        "class B:\n"
+        "    def __init__(self, rm):\n"
+        "        self.rm = rm\n"
+        "        self.rm.fetchers = 1\n"
+        "        rm.is_alive = None\n"
+        "        rm.count += 1\n"
+        "        a, rm.b = 1, 2\n"
+        "        rm.partitions[0] = 1\n")
+    (root / "cluster" / "zk_broker.py").write_text(
+        "def f(zk):\n    zk.on_fenced: object = None\n")
+    assert patched_attributes(root) == [
+        "kbroker.broker:4 self.rm.fetchers", "kbroker.broker:5 rm.is_alive",
+        "kbroker.broker:6 rm.count", "kbroker.broker:7 rm.b",
+        "kbroker.cluster.zk_broker:2 zk.on_fenced"]

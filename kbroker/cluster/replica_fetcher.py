@@ -129,6 +129,17 @@ class ReplicaFetcherManager:
                     fetcher.stop()
                     del self.fetchers[key]
 
+    def reconfigure(self, config: FetcherConfig) -> None:
+        """Kafka's resizeThreadPool: a new num.replica.fetchers re-spreads the partitions
+        fetched over the new count of fetchers (running fetchers keep the config they were
+        started with)."""
+        resized = config.num_replica_fetchers != self.config.num_replica_fetchers
+        self.config = config
+        if resized:
+            followers = [s.partition for f in list(self.fetchers.values())
+                         for s in f.partitions.values() if not s.partition.is_leader]
+            self.add_partitions(followers)
+
     def fetching(self, tp: TopicPartition) -> bool:
         return tp in self._owner
 

@@ -95,7 +95,11 @@ class ReplicaManager:
     def __init__(self, node_id: int, log_manager: LogManager, topics: TopicCatalog,
                  now_ms: Callable[[], int], *, clustered: bool = False,
                  replica_lag_time_max_ms: int = 30000, timer: Timer | None = None,
-                 topic_stats: BrokerTopicStats | None = None) -> None:
+                 topic_stats: BrokerTopicStats | None = None,
+                 fetchers: ReplicaFetcherManager | None = None, alter_isr: AlterIsr | None = None,
+                 topic_config: Callable[[str], Awaitable[LogConfig]] | None = None,
+                 is_alive: Callable[[int], bool] | None = None,
+                 broker_epoch: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.topics = topics
@@ -109,21 +113,34 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.state_change_lock = asyncio.Lock()
-        self.fetchers: ReplicaFetcherManager | None = None
-        self.alter_isr: AlterIsr | None = None
-        # Where a new log's topic config comes from (cluster mode: ZooKeeper).
-        self.topic_config: Callable[[str], Awaitable[LogConfig]] | None = None
+        # Cluster mode: the followers' fetchers and the leaders' ISR changes to the
+        # controller (the ZkBroker's), where a new log's topic config comes from
+        # (ZooKeeper), whether a broker is registered (the controller's live brokers) and
+        # the czxid of our registration (older requests are stale).
+        self.fetchers = fetchers
+        self.alter_isr = alter_isr
+        self.topic_config = topic_config
+        self.is_alive = is_alive
+        self._broker_epoch = broker_epoch
+        # Told of the partitions that became leaders and followers (the coordinators).
         self.leadership_listeners: list[LeadershipListener] = []
         self.zk_fenced = False  # ZooKeeper silent for most of the session timeout
         # After a session expiry: partitions that take no writes until the controller's
         # next LeaderAndIsr for them (it may have moved them meanwhile).
         self.awaiting_controller: set[TopicPartition] = set()
-        self.broker_epoch = -1  # the czxid of our registration; older requests are stale
-        # Whether a broker is registered (cluster mode: the controller's live brokers).
-        self.is_alive: Callable[[int], bool] | None = None
         # ISR changes this broker made as leader (Kafka's IsrShrinksPerSec/IsrExpandsPerSec)
         self.isr_shrinks = 0
         self.isr_expands = 0
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        """Told, after each LeaderAndIsr and StopReplica, the partitions that became
+        leaders and followers here (Kafka's onLeadershipChange callback)."""
+        self.leadership_listeners.append(listener)
+
+    @property
+    def broker_epoch(self) -> int:
+        """The czxid of our registration in ZooKeeper (-1: none yet, or a single broker)."""
+        return self._broker_epoch() if self._broker_epoch is not None else -1
 
     # -- lookups for request handlers ----------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:

@@ -11,11 +11,17 @@ Start, in order:
      start waits for it rather than failing;
   5. take part in the controller election.
 
-Then: ISR shrink checks (every replica.lag.time.max.ms / 2) and high watermark
-checkpoints (replica.high.watermark.checkpoint.interval.ms); the leaders' ISR changes
-to the controller (AlterPartition, alter_partition_manager.py); fencing when ZooKeeper goes silent (see
-zk_client.py) and re-registration after a session expiry; on stop, a controlled
-shutdown (controlled.shutdown.enable) before the session closes.
+Then: high watermark checkpoints (replica.high.watermark.checkpoint.interval.ms); the
+leaders' ISR changes to the controller (AlterPartition, alter_partition_manager.py);
+re-registration after a session expiry; on stop, a controlled shutdown
+(controlled.shutdown.enable) before the session closes.
+
+Built before the ReplicaManager, which is given its `fetchers`, `alter_partitions` and
+`topic_config` (as Kafka's KafkaServer builds its AlterPartitionManager before the
+ReplicaManager); the wiring registers the ReplicaManager's own handler of the session's
+events (fencing when ZooKeeper goes silent, see zk_client.py) with `zk` and runs its ISR
+shrink checks. What the broker does with a dynamic config change (`on_broker_config`) and
+with a user's or client's config (`on_entity_config`) is given to the constructor.
 
 Lock: the broker's event-loop thread.
 """
@@ -45,15 +51,17 @@ from kbroker.cluster.controller.controller import ControllerConfig, KafkaControl
 from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from kbroker.cluster.metadata_cache import ZkMetadataCache
 from kbroker.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
-from kbroker.cluster.replica_manager import ReplicaManager
 from kbroker.cluster.zk_admin import AdminZkClient
-from kbroker.cluster.zk_client import ZooKeeperClient
+from kbroker.cluster.zk_client import StateChangeHandler, ZooKeeperClient
 from kbroker.cluster.zk_data import BrokerRegistration
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.config import BrokerConfig
 from kbroker.protocol.messages.controlled_shutdown import ControlledShutdownRequest
+from kbroker.security.quotas import Entity, quota_string, quota_values
+from kbroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kbroker.security.scram import ScramCredential
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 from kbroker.utils.periodic import every
@@ -71,15 +79,22 @@ class ClusterIdMismatch(KafkaError):
     pass
 
 
+# The broker's new effective props after a dynamic config change.
+BrokerConfigListener = Callable[[dict[str, str]], None]
+# (entity type, entity name as in ZooKeeper, its config) of a users or clients entity:
+# SCRAM credentials and client quotas.
+EntityConfigListener = Callable[[str, str, dict[str, str]], None]
+
+
 class ZkBroker:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, metadata: ZkMetadataCache,
-                 replica_manager: ReplicaManager, loop: asyncio.AbstractEventLoop,
-                 default_log_config: LogConfig) -> None:
+                 loop: asyncio.AbstractEventLoop, default_log_config: LogConfig, *,
+                 on_broker_config: BrokerConfigListener,
+                 on_entity_config: EntityConfigListener) -> None:
         self.config = config
         self.broker_id = config.node_id
         self.log_manager = log_manager
         self.metadata = metadata
-        self.replica_manager = replica_manager
         self.loop = loop
         self.default_log_config = default_log_config
         connect = config.zookeeper_connect or ""
@@ -93,7 +108,8 @@ class ZkBroker:
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
-            delete_topic_enable=config.delete_topic_enable, login=config.inter_broker_login), self.zk)
+            delete_topic_enable=config.delete_topic_enable, login=config.inter_broker_login), self.zk,
+            on_controller_change=self._controller_changed)
         self.fetchers = ReplicaFetcherManager(self.broker_id, FetcherConfig(
             num_replica_fetchers=config.num_replica_fetchers,
             replica_fetch_max_bytes=config.replica_fetch_max_bytes,
@@ -103,12 +119,9 @@ class ZkBroker:
             replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
             replica_socket_timeout_ms=config.replica_socket_timeout_ms,
             login=config.inter_broker_login), self.broker_endpoint)
-        replica_manager.fetchers = self.fetchers
         self.alter_partitions = AlterPartitionManager(
             self.broker_id, self._channel_to_controller, lambda: self.broker_epoch,
             config.request_timeout_ms / 1000)
-        replica_manager.alter_isr = self.alter_partitions.submit
-        replica_manager.topic_config = self.topic_config
         self.cluster_id = ""
         self.broker_epoch = -1
         self.registration: BrokerRegistration | None = None
@@ -122,12 +135,8 @@ class ZkBroker:
         # follower may hear of its leader before UpdateMetadata describes it
         self.live_leaders: dict[int, tuple[str, int]] = {}
         self.dynamic = DynamicBrokerConfig(config.props, self.broker_id)
-        # Called with the broker's new effective props after a dynamic config change.
-        self.on_broker_config: Callable[[dict[str, str]], None] | None = None
-        # Called with (entity type, entity name as in ZooKeeper, its config) for the users
-        # and clients entities: SCRAM credentials and client quotas.
-        self.on_stop: list[Callable[[], None]] = []  # run first by stop()
-        self.on_entity_config: Callable[[str, str, dict[str, str]], None] | None = None
+        self._on_broker_config = on_broker_config
+        self._on_entity_config = on_entity_config
 
     # -- start --------------------------------------------------------------------------------
     async def connect(self, local_cluster_id: str | None) -> str:
@@ -171,13 +180,9 @@ class ZkBroker:
         await self._load_configs()
         self.zk.watch_children(zk_data.CONFIG_CHANGES_PATH, self._config_changes)
         await self._register()
-        self.zk.on_fenced = self._fenced
-        self.zk.on_session_expired = self._session_expired
-        self.zk.on_new_session = lambda: self._spawn(self._reregister())
-        self.controller.on_controller_change = self._controller_changed
+        self.zk.register_state_change_handler(StateChangeHandler(
+            "broker-registration", on_new_session=lambda: self._spawn(self._reregister())))
         self.controller.startup()
-        self._tasks.append(asyncio.ensure_future(every(
-            self.config.replica_lag_time_max_ms / 2000, self.replica_manager.maybe_shrink_isr)))
         self._tasks.append(asyncio.ensure_future(every(
             self.config.replica_high_watermark_checkpoint_interval_ms / 1000,
             self.log_manager.checkpoint_in_background)))
@@ -218,7 +223,6 @@ class ZkBroker:
                 announced = True
             await asyncio.sleep(0.5)
         self.broker_epoch = stat.czxid
-        self.replica_manager.broker_epoch = stat.czxid
         self.registration = BrokerRegistration(self.broker_id, tuple(self._endpoints),
                                                self.config.broker_rack, stat.czxid,
                                                self._protocols())
@@ -237,12 +241,6 @@ class ZkBroker:
             await self._register()
         except Exception:
             log.exception("re-registering broker %d failed", self.broker_id)
-
-    def _fenced(self, fenced: bool) -> None:
-        self.replica_manager.set_zk_fenced(fenced)
-
-    def _session_expired(self) -> None:
-        self.replica_manager.session_expired()
 
     def _controller_changed(self, controller_id: int) -> None:
         log.info("the controller is broker %d", controller_id)
@@ -288,8 +286,6 @@ class ZkBroker:
 
     async def stop(self) -> None:
         self._stopping = True
-        for stop in self.on_stop:
-            stop()
         for task in list(self._tasks):
             task.cancel()
         self.alter_partitions.shutdown()
@@ -300,6 +296,10 @@ class ZkBroker:
         await self.zk.close()
 
     # -- the controller's address ---------------------------------------------------------------
+    def record_live_leader(self, broker_id: int, host: str, port: int) -> None:
+        """A leader named by LeaderAndIsr: reachable there until UpdateMetadata says more."""
+        self.live_leaders[broker_id] = (host, port)
+
     def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         node = self.metadata.broker(broker_id)
         endpoint = node.endpoints.get(self.listener) if node is not None else None
@@ -364,20 +364,17 @@ class ZkBroker:
         if self.dynamic.layer(entity) == values:
             return
         self.dynamic.set_layer(entity, values)
-        if self.on_broker_config is not None:
-            self.on_broker_config(self.dynamic.props())
+        self._on_broker_config(self.dynamic.props())
 
-    def apply_broker_config(self, config: BrokerConfig) -> None:
-        """Live changes of the cluster-side keys: fetchers, the controller's defaults."""
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Kafka's Reconfigurable: live changes of the cluster-side keys reach their owners,
+        the controller's defaults and the fetchers (re-spread over a new fetcher count)."""
         self.config = config
-        self.controller.config = dataclasses.replace(
-            self.controller.config, unclean_leader_election_enable=config.unclean_leader_election_enable)
+        self.controller.reconfigure(dataclasses.replace(
+            self.controller.config, unclean_leader_election_enable=config.unclean_leader_election_enable))
         if config.num_replica_fetchers != self.fetchers.config.num_replica_fetchers:
-            self.fetchers.config = dataclasses.replace(
-                self.fetchers.config, num_replica_fetchers=config.num_replica_fetchers)
-            followers = [p for p in self.replica_manager.partitions.values()
-                         if not p.is_leader and self.fetchers.fetching(p.topic_partition)]
-            self.fetchers.add_partitions(followers)  # re-spread over the new fetcher count
+            self.fetchers.reconfigure(dataclasses.replace(
+                self.fetchers.config, num_replica_fetchers=config.num_replica_fetchers))
 
     async def _load_broker_configs(self) -> None:
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):
@@ -416,8 +413,8 @@ class ZkBroker:
                 self.log_manager.update_topic_config(name, self._log_config(name, overrides))
             elif entity_type == "brokers":
                 self._broker_config_changed(name, await self.admin.read_config("brokers", name))
-            elif entity_type in ("users", "clients") and self.on_entity_config is not None:
-                self.on_entity_config(entity_type, name, await self.admin.read_config(entity_type, name))
+            elif entity_type in ("users", "clients"):
+                self._on_entity_config(entity_type, name, await self.admin.read_config(entity_type, name))
 
     # -- users and clients: SCRAM credentials in /config/users/<user>, client quotas in
     # /config/users/<user>, /config/clients/<client-id> and /config/users/<user>/clients/
@@ -447,6 +444,18 @@ class ZkBroker:
         entity_type, name = zk_data.quota_entity_path(user, client)
         return await self.admin.update_config(entity_type, name,
                                               lambda config: _changed(config, changes))
+
+    async def persist_credentials(self, user: str, creds: Mapping[str, ScramCredential]) -> None:
+        """ScramCredentialStore's writer in a cluster: a user's credentials after a change."""
+        await self.change_user_config(user, {
+            m: (creds[m].to_string() if m in creds else None) for m in SCRAM_MECHANISMS})
+
+    async def persist_client_quotas(self, entity: Entity,
+                                    ops: Mapping[str, float | None]) -> Mapping[str, float]:
+        """ClientQuotas' writer in a cluster: an entity's changes; its quotas once written."""
+        written = await self.change_quota_config(
+            *entity, {k: None if v is None else quota_string(k, v) for k, v in ops.items()})
+        return quota_values(written)
 
 
 def _changed(config: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -29,7 +29,8 @@ probe alone sends one every tenth of the session timeout) filled the socket's bu
 the next write blocked the calling thread, the broker's event loop, until ZooKeeper came
 back: no client was served, and SIGTERM could not stop the broker.
 
-Events reaching the loop (callbacks set by the owner):
+Events reaching the loop, to every StateChangeHandler registered (Kafka's
+`registerStateChangeHandler`), in the order registered:
     on_fenced(fenced: bool)      the probe's verdict changed
     on_session_expired()         the session is gone (ephemeral znodes deleted)
     on_new_session()             connected again with a new session after expiry
@@ -41,6 +42,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -54,6 +56,17 @@ log = logging.getLogger(__name__)
 FENCE_FRACTION = 0.6
 PROBE_FRACTION = 0.1
 PROBE_PATH = "/controller_epoch"
+
+
+@dataclass(frozen=True)
+class StateChangeHandler:
+    """Kafka's StateChangeHandler: what one owner does on the session's events (see the
+    module docstring); an event it leaves None passes it by."""
+
+    name: str
+    on_fenced: Callable[[bool], None] | None = None
+    on_session_expired: Callable[[], None] | None = None
+    on_new_session: Callable[[], None] | None = None
 
 
 class ZooKeeperConnectError(ConnectionError):
@@ -86,9 +99,11 @@ class ZooKeeperClient:
         self._session_lost = False
         self._closed = False
         self._connected = asyncio.Event()  # kazoo is connected (set and cleared on the loop)
-        self.on_fenced: Callable[[bool], None] | None = None
-        self.on_session_expired: Callable[[], None] | None = None
-        self.on_new_session: Callable[[], None] | None = None
+        self._state_change_handlers: dict[str, StateChangeHandler] = {}
+
+    def register_state_change_handler(self, handler: StateChangeHandler) -> None:
+        """Kafka's registerStateChangeHandler: one handler per name (a second replaces it)."""
+        self._state_change_handlers[handler.name] = handler
 
     # -- life cycle
 
@@ -165,8 +180,9 @@ class ZooKeeperClient:
                         "leaderships stop taking writes)", self.seconds_since_answer())
         else:
             log.info("ZooKeeper answers again: unfenced")
-        if self.on_fenced is not None:
-            self.on_fenced(fenced)
+        for handler in list(self._state_change_handlers.values()):
+            if handler.on_fenced is not None:
+                handler.on_fenced(fenced)
 
     def _state_changed(self, state: str) -> None:
         """On kazoo's thread: hand the change to the loop."""
@@ -194,14 +210,16 @@ class ZooKeeperClient:
     def _session_expired(self) -> None:
         log.warning("ZooKeeper session expired")
         self._set_fenced(True)
-        if self.on_session_expired is not None:
-            self.on_session_expired()
+        for handler in list(self._state_change_handlers.values()):
+            if handler.on_session_expired is not None:
+                handler.on_session_expired()
 
     def _new_session(self) -> None:
         log.info("connected to ZooKeeper with a new session")
         self._last_answer = time.monotonic()
-        if self.on_new_session is not None:
-            self.on_new_session()
+        for handler in list(self._state_change_handlers.values()):
+            if handler.on_new_session is not None:
+                handler.on_new_session()
 
     # -- operations (coroutines on the loop; kazoo's async calls underneath)
 

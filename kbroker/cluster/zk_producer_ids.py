@@ -26,9 +26,9 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 class ZkProducerIdManager:
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, zk: ZooKeeperClient) -> None:
         self.broker_id = broker_id
-        self.zk: ZooKeeperClient | None = None
+        self.zk = zk
         self.next_id = 0
         self.block_end = -1  # inclusive; next_id > block_end: a new block is needed
         self._issued: list[tuple[int, int]] = []  # blocks this broker claimed
@@ -49,7 +49,6 @@ class ZkProducerIdManager:
     async def _claim_block(self) -> None:
         from kazoo.exceptions import BadVersionError, NodeExistsError
 
-        assert self.zk is not None
         path = zk_data.PRODUCER_ID_BLOCK_PATH
         while True:
             found = await self.zk.get(path)

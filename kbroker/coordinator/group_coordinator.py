@@ -87,7 +87,7 @@ class JoinRequest:
 
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig, time: Time, store: GroupStore,
-                 timers: Timers | None = None) -> None:
+                 timers: Timers | None = None, *, clustered: bool = False) -> None:
         self.config = config
         self.time = time
         self.timers = timers or Timers(time)
@@ -97,7 +97,7 @@ class GroupCoordinator:
         self.completed_rebalances = 0  # group-completed-rebalance-count (/metrics)
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
-        self.owned_partitions: set[int] | None = None
+        self.owned_partitions: set[int] | None = set() if clustered else None
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:

@@ -15,7 +15,7 @@ before a change is applied (so ACLs survive a restart):
       "operation": "Read", "permissionType": "Allow"}, ...]}
 
 Cluster mode: ZooKeeper, as Kafka's AclAuthorizer keeps them there (`store`, a
-kbroker.cluster.zk_acls.ZkAclStore): add and remove write each pattern's node there
+kbroker.cluster.zk_acls.ZkAclStore given to the constructor): add and remove write each pattern's node there
 (version-checked) before the memory copy changes; the changes other brokers make
 arrive through `set_pattern`.
 
@@ -54,7 +54,7 @@ ACLS_FILE = "kbroker-acls.json"
 
 class AclAuthorizer:
     def __init__(self, path: str | None, super_users: str | None,
-                 allow_if_no_acl: bool) -> None:
+                 allow_if_no_acl: bool, store: ZkAclStore | None = None) -> None:
         self._path = path
         self.super_users = frozenset(
             s.strip() for s in (super_users or "").split(";") if s.strip())
@@ -65,7 +65,7 @@ class AclAuthorizer:
         self._literal: dict[tuple[ResourceType, str], list[AccessControlEntry]] = {}
         self._prefixed: dict[ResourceType, list[tuple[str, AccessControlEntry]]] = {}
         self._by_type: dict[ResourceType, list[AclBinding]] = {}
-        self.store: ZkAclStore | None = None  # cluster mode: set by the broker
+        self.store = store  # cluster mode: ZooKeeper's copy
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 self._set(decode_bindings(json.load(f).get("acls") or []))

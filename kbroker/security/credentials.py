@@ -11,7 +11,7 @@ Cluster mode: ZooKeeper, as Kafka's ZooKeeper mode keeps them: `/config/users/<u
 = {"version":1,"config":{"SCRAM-SHA-256":"salt=...,..."}} with a change notification
 under /config/changes (entity_path users/<user>); every broker reloads a user when
 notified (kbroker.cluster.zk_broker). The store here is the memory copy; `persist`
-is the writer the broker gives it.
+is the writer the wiring gives its constructor (ZkBroker.persist_credentials).
 
 Loop thread only.
 """
@@ -32,10 +32,10 @@ Persist = Callable[[str, Mapping[str, ScramCredential]], Awaitable[None]]
 
 
 class ScramCredentialStore:
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, persist: Persist | None = None) -> None:
         self._users: dict[str, dict[str, ScramCredential]] = {}
         self._path = path
-        self.persist: Persist | None = None  # cluster mode: set to write to ZooKeeper
+        self.persist = persist  # cluster mode: the writer to ZooKeeper
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)

@@ -21,8 +21,8 @@ them in ZooKeeper's /config/users and /config/clients, or its metadata log):
     {"version": 1, "quotas": [{"entity": {"user": "alice", "client-id": null},
                                "values": {"producer_byte_rate": 1048576.0}}]}
 
-Cluster mode: ZooKeeper, as Kafka's ZooKeeper mode keeps them (`persist`, set by the
-broker: /config/users/<user>, /config/clients/<client-id>,
+Cluster mode: ZooKeeper, as Kafka's ZooKeeper mode keeps them (`persist`, given by the
+wiring: ZkBroker.persist_client_quotas; /config/users/<user>, /config/clients/<client-id>,
 /config/users/<user>/clients/<client-id>, `<default>` for a default, with a change
 notification under /config/changes); every broker enforces them, the changes other
 brokers make arriving through `set_entity`. Each broker measures the rates of the
@@ -127,12 +127,13 @@ class QuotaEntry:
 class ClientQuotas:
     """The configured quotas and the rates measured against them."""
 
-    def __init__(self, path: str | None, window_ms: int = 1000, windows: int = 11) -> None:
+    def __init__(self, path: str | None, window_ms: int = 1000, windows: int = 11,
+                 persist: Persist | None = None) -> None:
         self._path = path
         self._window_ms, self._windows = window_ms, windows
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, Entity], Rate] = {}
-        self.persist: Persist | None = None  # cluster mode: set to write to ZooKeeper
+        self.persist = persist  # cluster mode: the writer to ZooKeeper
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 for item in json.load(f).get("quotas") or []:

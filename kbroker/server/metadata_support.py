@@ -230,7 +230,7 @@ class ZkSupport(MetadataSupport):
 
     def record_live_leader(self, broker_id: int, host: str, port: int) -> None:
         """A leader named by LeaderAndIsr: reachable there until UpdateMetadata says more."""
-        self._zk_broker.live_leaders[broker_id] = (host, port)
+        self._zk_broker.record_live_leader(broker_id, host, port)
 
     async def alter_broker_config(self, entity: str, layer: dict[str, str]) -> None:
         await self._zk_broker.alter_broker_config(entity, layer)

@@ -95,9 +95,7 @@ class LogManager:
         self.file_cache = SegmentFileCache(open_segment_files_max)
         self.failures = LogDirFailureChannel()
         self.failures.listeners.append(self._on_dir_offline)
-        # Called on the thread that found the failure with the dir and whether any dir is
-        # left online; the broker hands it to its loop (offline partitions, or a shutdown).
-        self.on_dir_offline: Callable[[str, bool], None] | None = None
+        self._dir_offline_handlers: list[Callable[[str, bool], None]] = []
         self._flusher: ThreadPoolExecutor | None = None
         self.moves: dict[TopicPartition, ReplicaMove] = {}  # AlterReplicaLogDirs in progress
         # Checkpoint writes, from the loop or the flush thread, in version order per dir.
@@ -416,9 +414,20 @@ class LogManager:
         d = self._dir_of.get(tp)
         return d is not None and self.failures.is_offline(d)
 
+    def reconfigure_default_config(self, config: LogConfig) -> None:
+        """Kafka's reconfigureDefaultLogConfig (dynamic broker configs): the topic defaults
+        of the logs created from now on; the caller updates the logs already open."""
+        self.default_config = config
+
+    def register_dir_offline_handler(self, handler: Callable[[str, bool], None]) -> None:
+        """Called on the thread that found a failure with the dir and whether any dir is
+        left online; the broker, once serving, hands it to its loop (offline partitions,
+        or a shutdown), as Kafka's LogDirFailureHandler."""
+        self._dir_offline_handlers.append(handler)
+
     def _on_dir_offline(self, log_dir: str) -> None:
-        if self.on_dir_offline is not None:
-            self.on_dir_offline(log_dir, bool(self.online_dirs))
+        for handler in list(self._dir_offline_handlers):
+            handler(log_dir, bool(self.online_dirs))
 
     def take_dir_offline(self, log_dir: str) -> None:
         """On the loop thread, after a failure: close the dir's logs without flushing (their

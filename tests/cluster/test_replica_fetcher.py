@@ -118,3 +118,28 @@ def test_no_fetcher_starts_after_shutdown() -> None:
 
     running, after = asyncio.run(late_leader_and_isr())
     assert running == 1 and after is False
+
+
+def test_reconfigure_respreads_the_partitions_over_the_new_fetcher_count() -> None:
+    """Kafka's resizeThreadPool: a dynamic num.replica.fetchers moves every partition
+    fetched to the fetcher its id now names; the same count leaves the fetchers be."""
+    async def resize() -> tuple[bool, dict[tuple[int, int], set[int]], dict[tuple[int, int], set[int]]]:
+        manager = ReplicaFetcherManager(1, FetcherConfig(num_replica_fetchers=1), lambda _b: None)
+        partitions = [follower(TopicPartition("t", i), 7) for i in range(8)]
+        manager.add_partitions(partitions)
+        same = dict(manager.fetchers)
+        manager.reconfigure(FetcherConfig(num_replica_fetchers=1))
+        kept = same == manager.fetchers
+        manager.reconfigure(FetcherConfig(num_replica_fetchers=4))
+        expected: dict[tuple[int, int], set[int]] = {}
+        for p in partitions:
+            expected.setdefault((LEADER, manager.fetcher_id(p.topic_partition)), set()).add(
+                p.topic_partition.partition)
+        spread = {key: {tp.partition for tp in f.partitions} for key, f in manager.fetchers.items()}
+        manager.shutdown()
+        return kept, expected, spread
+
+    kept, expected, spread = asyncio.run(resize())
+    assert kept
+    assert len(expected) > 1
+    assert spread == expected

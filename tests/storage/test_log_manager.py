@@ -193,3 +193,21 @@ def test_background_checkpoints_never_overwrite_a_newer_one(tmp_path: object) ->
     starts = OffsetCheckpointFile(f"{d}/{LOG_START_OFFSET_CHECKPOINT}").read()
     assert starts[tp] == 6
     m.shutdown()
+
+
+def test_a_failed_dir_reaches_every_registered_handler(tmp_path: object, time: MockTime) -> None:
+    dirs = [os.path.join(str(tmp_path), d) for d in ("a", "b")]
+    m = LogManager(dirs, LogConfig(), time)
+    heard: list[tuple[str, str, bool]] = []
+    m.register_dir_offline_handler(lambda d, left: heard.append(("first", d, left)))
+    m.register_dir_offline_handler(lambda d, left: heard.append(("second", d, left)))
+    m.failures.report(dirs[0], "writing", OSError("disk"))
+    m.failures.report(dirs[1], "writing", OSError("disk"))
+    assert heard == [("first", dirs[0], True), ("second", dirs[0], True),
+                     ("first", dirs[1], False), ("second", dirs[1], False)]
+
+
+def test_reconfigured_defaults_apply_to_topics_without_a_config(tmp_path: object, time: MockTime) -> None:
+    m = LogManager([str(tmp_path)], LogConfig(), time)
+    m.reconfigure_default_config(LogConfig(segment_bytes=4096))
+    assert m.get_or_create_log(TP, TOPIC_ID).config.segment_bytes == 4096

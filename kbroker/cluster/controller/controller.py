@@ -121,7 +121,8 @@ class ElectionResult:
 
 class KafkaController:
     def __init__(self, config: ControllerConfig, zk: KafkaZkClient,
-                 channels: ControllerChannels | None = None, timers: Timers | None = None) -> None:
+                 channels: ControllerChannels | None = None, timers: Timers | None = None, *,
+                 on_controller_change: Callable[[int], None] | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -145,9 +146,14 @@ class KafkaController:
         self._watches_registered = False
         self._stopped = False
         # Called with the controller id whenever it changes (the broker's metadata).
-        self.on_controller_change: Callable[[int], None] | None = None
+        self.on_controller_change = on_controller_change
 
     # -- life cycle ----------------------------------------------------------------------------
+    def reconfigure(self, config: ControllerConfig) -> None:
+        """Kafka's Reconfigurable: the dynamic keys (unclean.leader.election.enable) take
+        effect at the next election; the broker id and listener stay."""
+        self.config = config
+
     def startup(self) -> None:
         self._task = asyncio.ensure_future(self._process_events())
         self.zk.watch_data(zk_data.CONTROLLER_PATH, lambda data, stat: self._enqueue(ControllerChange()))
