@@ -4,6 +4,7 @@
     python bench/bench_cluster.py --sections latency --repeats 5
     python bench/bench_cluster.py --sections failover --failover-repeats 9
     python bench/bench_cluster.py --sections latency --repeats 1 --profile DIR
+    python bench/bench_cluster.py --sections follower --repeats 4 --follower-compare 3eb551c
 
 One ZooKeeper (Debian's) serves the whole run; each cluster runs in a chroot of its own,
 every broker is a fresh `python -m kbroker serve` process with a fresh data dir, and the
@@ -35,6 +36,17 @@ latency     Each repeat, for each --linger-ms value (5, the producer's default, 
             follows the round trip. --profile DIR: py-spy samples every broker process of each
             latency cell (raw collapsed stacks, DIR/<cell>-<repeat>-broker-<id>.txt; the
             samples of a broker waiting for a core count as busy on a loaded machine).
+follower    (not run by default) The followers' CPU per replicated GB, this tree's
+            kbroker against --follower-compare's (a git ref, built into a temporary
+            worktree, or a built checkout's path): each repeat runs, for each tree, an
+            acks=all and an acks=1 cell of --follower-records records on a fresh 3-broker
+            cluster whose topic (--partitions partitions, RF=3) is led by broker 1 alone,
+            the trees and the acks in ABBA order (old then new, new then old). Each
+            follower's CPU-s per GB it copied, raw and net of its idle rate (measured
+            over --follower-idle-s after the copy); the ratio new/old per acks, of the
+            medians and of the runs paired by repeat (min, max: the spread), to
+            bench/results/cluster.json as the others (--json).
+            bench/cluster_follower.py says what is measured and how.
 
 Targets (issue 13): produce resumes after a leader's SIGKILL within the session timeout
 + 1 s; a controlled shutdown moves leadership in under 1 s; the acks=all RF=3 p99 is
@@ -70,6 +82,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 import brokers  # noqa: E402
 import cluster_failover  # noqa: E402
+import cluster_follower  # noqa: E402
 from confluent_kafka import KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
@@ -81,7 +94,8 @@ from kbroker.perf.options import PerfOptions  # noqa: E402
 
 RESULTS = BENCH_DIR / "results" / "cluster.json"
 GB = 1024**3
-SECTIONS = ("throughput", "failover", "latency")
+SECTIONS = ("throughput", "failover", "latency", "follower")
+DEFAULT_SECTIONS = SECTIONS[:3]
 RECORD_SIZE = 1024
 OFFSETS_TOPIC = "__consumer_offsets"
 LATENCY_SINGLE, LATENCY_RF3 = "single/acks-all", "cluster-3/rf3-acks-all"
@@ -114,10 +128,13 @@ def single_broker(work: Path) -> Iterator[Target]:
 
 @contextmanager
 def local_cluster(zookeeper: ZooKeeperServer, work: Path, count: int,
-                  overrides: dict[str, str] | None = None) -> Iterator[Target]:
+                  overrides: dict[str, str] | None = None,
+                  tree: cluster_follower.BrokerTree | None = None) -> Iterator[Target]:
+    """`tree`: the brokers run that tree's kbroker (default: this one)."""
     chroot = f"/bench-{uuid.uuid4().hex[:8]}"
     cluster = Cluster(count, work / chroot.strip("/"), overrides, zookeeper=zookeeper, chroot=chroot)
-    cluster.start()
+    with cluster_follower.running_from(tree):
+        cluster.start()
     try:
         yield Target(f"cluster-{count}", cluster.bootstrap_servers,
                      lambda: {i: b.pid for i, b in cluster.brokers.items() if b.pid is not None},
@@ -128,12 +145,15 @@ def local_cluster(zookeeper: ZooKeeperServer, work: Path, count: int,
             shutil.rmtree(broker.log_dir, ignore_errors=True)
 
 
-def create_topic(target: Target, topic: str, partitions: int, rf: int) -> None:
-    """Create `topic` and wait until every broker's Metadata shows every partition with a
-    leader and a full ISR, so that no produce run waits for an election or a broker that
-    has not heard of the topic yet."""
+def create_topic(target: Target, topic: str, partitions: int, rf: int,
+                 assignment: list[list[int]] | None = None) -> None:
+    """Create `topic` (with that replica assignment, when given) and wait until every
+    broker's Metadata shows every partition with a leader and a full ISR, so that no
+    produce run waits for an election or a broker that has not heard of the topic yet."""
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    for f in admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=30).values():
+    new = (NewTopic(topic, len(assignment), replica_assignment=assignment) if assignment
+           else NewTopic(topic, partitions, rf))
+    for f in admin.create_topics([new], operation_timeout=30).values():
         f.result(timeout=60)
     wait_ready_everywhere(target, topic, partitions)
 
@@ -335,7 +355,89 @@ def latency_repeat(zookeeper: ZooKeeperServer, work: Path, args: argparse.Namesp
     return runs
 
 
+def follower_repeat(zookeeper: ZooKeeperServer, work: Path, args: argparse.Namespace,
+                    repeat: int, trees: list[cluster_follower.BrokerTree]) -> list[dict[str, Any]]:
+    """Both trees' acks=all and acks=1 cells, each on a fresh cluster, in ABBA order: the
+    trees (old, new) and the acks (all, 1) in one order on even repeats, reversed on odd."""
+    flip = repeat % 2 == 1
+    runs = []
+    for tree in (trees[::-1] if flip else trees):
+        for acks in (("1", "all") if flip else ("all", "1")):
+            try:
+                with local_cluster(zookeeper, work, 3, tree=tree) as target:
+                    runs.append(follower_cell(target, tree, acks, repeat, args))
+            except Exception as exc:  # one failed cell (a cluster not formed in time) must not lose the others
+                traceback.print_exc(file=sys.stderr)
+                runs.append({"cell": f"{tree.name}/acks-{acks}", "tree": tree.name, "acks": acks,
+                             "repeat": repeat, "incomplete": True, "error": f"{type(exc).__name__}: {exc}"})
+    return runs
+
+
+def follower_cell(target: Target, tree: cluster_follower.BrokerTree, acks: str, repeat: int,
+                  args: argparse.Namespace) -> dict[str, Any]:
+    """One produce of --follower-records on a topic led by broker 1 alone, the followers'
+    CPU from the producer's start until they have copied every record."""
+    cell = f"{tree.name}/acks-{acks}"
+    topic = f"follower-{tree.name}-acks{acks}-{repeat}"
+    partitions = args.partitions
+    leader_first = [[cluster_follower.LEADER, *cluster_follower.FOLLOWERS]] * partitions
+    create_topic(target, topic, partitions, 3, assignment=leader_first)
+    warm_up(target, topic, partitions)
+    options = perf_options(target, topic, args, num_records=args.follower_records,
+                           partitions=partitions, replication_factor=3, acks=acks)
+    pids = target.pids()
+    cluster_follower.check_tree(pids, tree)
+    os.sync()  # what an earlier cell left dirty is written back outside this one
+    before = cluster_follower.cpu_seconds(pids)
+    start = time.monotonic()
+    summary = run_mode(options, "produce")
+    copied = _wait_copied(target, topic, partitions, partitions + summary.records, args.phase_timeout)
+    elapsed = time.monotonic() - start
+    after = cluster_follower.cpu_seconds(pids)
+    time.sleep(args.follower_idle_s)  # a measurement window: the brokers' CPU with nothing to copy
+    idle_rate = {b: (cpu - after[b]) / args.follower_idle_s
+                 for b, cpu in cluster_follower.cpu_seconds(pids).items()}
+    result = {"cell": cell, "tree": tree.name, "tree_path": str(tree.path), "acks": acks,
+              "repeat": repeat, **summary.to_json(),
+              **cluster_follower.follower_result(before, after,
+                                                 summary.bytes, elapsed, idle_rate),
+              "incomplete": not copied or summary.records < options.num_records or summary.errors > 0}
+    raw, net = result["follower_cpu_s_per_gb"], result["follower_net_cpu_s_per_gb"]
+    print(f"  {cell:14} repeat {repeat} {result['mb_per_s']:6.1f} MB/s, copied in {elapsed:5.1f} s: "
+          f"followers {', '.join(f'{b}: {v:.2f} (net {net[b]:.2f})' for b, v in raw.items())} CPU-s/GB, leader "
+          f"{_f(result['leader_cpu_s_per_gb'], '.2f')}" + (" INCOMPLETE" if result["incomplete"] else ""),
+          flush=True)
+    return result
+
+
+def _wait_copied(target: Target, topic: str, partitions: int, records: int, timeout: float) -> bool:
+    """Until the leader's high watermarks sum to `records`: both followers have every
+    record (False on timeout)."""
+    def copied() -> bool:
+        marks = admin.watermarks(target.bootstrap, topic, list(range(partitions)), timeout_s=10)
+        return sum(high for _, high in marks.values()) >= records
+    try:
+        cluster_failover.wait_for(copied, f"the followers of {topic} to copy {records} records",
+                                  timeout=timeout, interval=0.2)
+    except TimeoutError:
+        traceback.print_exc(file=sys.stderr)
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- summaries
+
+def follower_section(zookeeper: ZooKeeperServer, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    trees = cluster_follower.compared_trees(args.follower_compare)
+    print("follower", flush=True)
+    try:
+        runs = [r for i in range(args.repeats) for r in follower_repeat(zookeeper, work, args, i, trees)]
+    finally:
+        for tree in trees:
+            tree.cleanup()
+    return {"trees": {t.name: str(t.path) for t in trees}, "runs": runs,
+            "summary": cluster_follower.follower_summary(runs, [t.name for t in trees])}
+
 
 def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
@@ -448,6 +550,8 @@ def print_report(doc: dict[str, Any]) -> None:
                   + f" {_f(c['cores_busy'], '.2f'):>6}")
         for linger_ms, ratio in s["p99_ratio_by_linger_ms"].items():
             print(f"  p99 ratio {LATENCY_RF3} / {LATENCY_SINGLE}, linger.ms {linger_ms}: {_f(ratio, '.2f')}")
+    if "follower" in doc:
+        print_follower_report(doc)
     targets = {k: v for sec in ("failover", "latency") if sec in doc
                for k, v in doc[sec]["summary"]["targets"].items()}
     if targets:
@@ -455,6 +559,23 @@ def print_report(doc: dict[str, Any]) -> None:
         for name, t in targets.items():
             print(f"  {name:62} {_f(t['value'], '.2f'):>7} < {t['limit']:.2f}  "
                   f"{'met' if t['met'] else 'NOT MET'}")
+
+
+def print_follower_report(doc: dict[str, Any]) -> None:
+    s = doc["follower"]["summary"]
+    print(f"\nfollower CPU per replicated GB, {doc['args']['follower_records']} x 1 KiB, "
+          f"{doc['args']['partitions']} partitions led by broker 1, medians of "
+          f"{doc['args']['repeats']} (old: {doc['follower']['trees']['old']})")
+    for kind in ("raw", "net"):
+        print(f"{kind + ': cell':14} {'CPU-s/GB':>9} {'min':>6} {'max':>6} {'leader':>7}")
+        for cell, c in s[kind]["cells"].items():
+            lo, hi = c["spread"] or (None, None)
+            print(f"{cell:14} {_f(c['follower_cpu_s_per_gb'], '.2f'):>9} {_f(lo, '.2f'):>6} "
+                  f"{_f(hi, '.2f'):>6} {_f(c['leader_cpu_s_per_gb'], '.2f'):>7}")
+        for acks, r in s[kind]["new/old"].items():
+            print(f"  new/old {acks:9} ratio of medians {_f(r['median_ratio'], '.2f')}, paired by "
+                  f"repeat median {_f(r['paired_median'], '.2f')} (min {_f(r['paired_min'], '.2f')}, "
+                  f"max {_f(r['paired_max'], '.2f')})")
 
 
 def _f(value: float | None, spec: str) -> str:
@@ -465,7 +586,8 @@ def _f(value: float | None, spec: str) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated: " + ", ".join(SECTIONS))
+    ap.add_argument("--sections", default=",".join(DEFAULT_SECTIONS),
+                    help="comma-separated: " + ", ".join(SECTIONS) + " (default: all but follower)")
     ap.add_argument("--repeats", type=int, default=3, help="throughput and latency repeats")
     ap.add_argument("--records", type=int, default=1_000_000, help="records per throughput cell")
     ap.add_argument("--partitions", type=int, default=6, help="partitions per throughput topic")
@@ -482,6 +604,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--linger-ms", type=lambda v: [float(x) for x in v.split(",")],
                     default=[DEFAULT_LINGER_MS, 0.0],
                     help="comma-separated linger.ms values of the latency producer (default 5,0)")
+    ap.add_argument("--follower-records", type=int, default=131_072,
+                    help="records (1 KiB) per follower cell (default: 128 MiB)")
+    ap.add_argument("--follower-idle-s", type=float, default=5.0,
+                    help="seconds each follower cell measures the brokers' idle CPU rate over")
+    ap.add_argument("--follower-compare", default="3eb551c",
+                    help="the follower section's old tree: a git ref to build, or a built checkout")
     ap.add_argument("--phase-timeout", type=float, default=300.0)
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="py-spy every broker of each latency cell, stacks into DIR")
@@ -502,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
                            "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with tempfile.TemporaryDirectory(prefix="kbroker-bench-cluster-") as tmp:
-        work = args.work or Path(tmp)
+        work = (args.work or Path(tmp)).resolve()  # the follower section starts brokers elsewhere
         work.mkdir(parents=True, exist_ok=True)
         zookeeper = ZooKeeperServer(work / "zookeeper").start()
         try:
@@ -519,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("latency", flush=True)
                 runs = [r for i in range(args.repeats) for r in latency_repeat(zookeeper, work, args, i)]
                 doc["latency"] = {"runs": runs, "summary": latency_summary(runs, args.linger_ms)}
+            if "follower" in args.sections:
+                doc["follower"] = follower_section(zookeeper, work, args)
         finally:
             zookeeper.stop()
     doc["machine"]["loadavg_end"] = os.getloadavg()

@@ -334,7 +334,8 @@ def validate_follower_batches(const unsigned char[::1] buf,
                               long long max_message_bytes=0x7FFFFFFF):
     """validate_batches(buf, max_message_bytes, from_client=False) and scan_segment(buf, 0)
     in one walk, the CRC-32C of each batch computed once: a follower's append of fetched
-    batches. Raises RecordValidationError as validate_batches does; offsets out of order
+    batches. Offsets are 64-bit here (scan_segment's are relative to a segment's base,
+    int32). Raises RecordValidationError as validate_batches does; offsets out of order
     are not an error here, but in_order_bytes < valid_bytes (the caller refuses them)."""
     cdef ValidateArgs a
     cdef Summary s
@@ -348,9 +349,10 @@ def validate_follower_batches(const unsigned char[::1] buf,
     a.before_max_ms = a.after_max_ms = 0x7FFFFFFFFFFFFFFF
     a.check_timestamps = a.require_keys = False
     a.from_client = False
-    # based at 0 as the follower's scan_segment(buf, 0) was, no index entries; so, as then,
-    # an offset past 0x7FFFFFFF counts as out of order (the log's offsets are the judge)
+    # based at 0, no index entries, offsets 64-bit: which segment holds a batch (no offset
+    # more than INT32_MAX above its base) is the log's to decide, not the payload's
     scan_start(&scan, 0, 0, 1LL << 62)
+    scan.max_relative_offset = INT64_MAX_
     try:
         with nogil:
             st = validate_all(p, n, &a, &s, &scan, &scan_status)

@@ -18,6 +18,7 @@ cdef struct Scan:
     # what the caller knows (inputs)
     int64_t base_offset
     int64_t index_interval_bytes
+    int64_t max_relative_offset         # INT32_MAX: the segment's index entries are int32
     bint require_contiguous
     # where the walk is (starting values from the caller, results at the end)
     int64_t position

@@ -24,4 +24,5 @@ def scan_segment(
     offset_of_max_timestamp: int = ...,
     last_epoch: int = ...,
     require_contiguous: bool = ...,
+    max_relative_offset: int = ...,
 ) -> SegmentScan: ...

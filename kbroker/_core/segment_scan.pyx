@@ -4,8 +4,9 @@
 Each batch is checked whole (records.check_frame: header sanity and CRC-32C) and then
 accounted for (scan_account: offsets increasing, the sparse index entries, leader epoch
 changes); batch_validation's follower walk shares the accounting through
-segment_scan.pxd. Index entries are written big-endian into growable buffers, as they lie
-in the index files:
+segment_scan.pxd, without the segment's bound (Scan.max_relative_offset: no offset
+more than INT32_MAX above the base offset; a follower's offsets are 64-bit). Index
+entries are written big-endian into growable buffers, as they lie in the index files:
 
     offset index entry   relative offset int32 | position int32
     time index entry     max timestamp so far int64 | relative offset int32
@@ -38,6 +39,7 @@ cdef void scan_start(Scan *s, int64_t base_offset, int64_t position,
     memset(s, 0, sizeof(Scan))
     s.base_offset = base_offset
     s.index_interval_bytes = index_interval_bytes
+    s.max_relative_offset = 0x7FFFFFFF
     s.position = s.last_entry_position = position
     s.next_offset = -1
     s.last_time_index_timestamp = -1
@@ -76,7 +78,7 @@ cdef int scan_account(const Header *h, Scan *s) noexcept nogil:
     cdef int st
     cdef int64_t last_offset = h.base_offset + h.last_offset_delta
     if (h.base_offset < s.base_offset or h.last_offset_delta < 0
-            or last_offset - s.base_offset > 0x7FFFFFFF
+            or last_offset - s.base_offset > s.max_relative_offset
             or (s.next_offset >= 0 and h.base_offset < s.next_offset)
             or (s.require_contiguous and s.next_offset >= 0 and h.base_offset != s.next_offset)):
         return ST_OFFSET_ORDER
@@ -170,14 +172,15 @@ def scan_segment(const unsigned char[::1] buf, long long base_offset, long long 
                  long long expected_next_offset=-1, long long index_interval_bytes=4096,
                  long long last_time_index_timestamp=-1, long long max_timestamp=-1,
                  long long offset_of_max_timestamp=-1, int last_epoch=-1,
-                 bint require_contiguous=False):
+                 bint require_contiguous=False, long long max_relative_offset=0x7FFFFFFF):
     """Walk a segment's bytes from start_position, batch by batch, checking CRCs.
 
     Stops at the first invalid or torn batch. Builds the sparse offset index entries
     (relative last offset int32, position int32) and time index entries (max timestamp
     so far int64, relative offset int32) as Kafka's LogSegment.recover does, and the
-    leader epoch changes [(epoch, start_offset)] seen after `last_epoch`. One pass
-    without the GIL.
+    leader epoch changes [(epoch, start_offset)] seen after `last_epoch`. A batch whose
+    last offset is more than max_relative_offset above base_offset (the int32 of the index
+    entries) is out of order. One pass without the GIL.
     """
     cdef int64_t n = buf.shape[0]
     cdef const unsigned char *b = &buf[0] if n > 0 else NULL
@@ -187,6 +190,7 @@ def scan_segment(const unsigned char[::1] buf, long long base_offset, long long 
         raise ValueError(f"start_position {start_position} outside the {n} bytes given")
     scan_start(&s, base_offset, start_position, index_interval_bytes)
     s.require_contiguous = require_contiguous
+    s.max_relative_offset = max_relative_offset
     s.next_offset = expected_next_offset
     s.last_time_index_timestamp = last_time_index_timestamp
     s.max_timestamp = max_timestamp

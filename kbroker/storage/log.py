@@ -22,7 +22,9 @@ files it fsyncs, so a segment deleted meanwhile keeps its descriptor until then.
 
 Invariants: log_start_offset <= high_watermark <= log_end_offset;
 recovery_point <= log_end_offset; the segments' base offsets increase, the last
-one is the active segment and log_end_offset is its next offset.
+one is the active segment and log_end_offset is its next offset. Offsets are 64-bit, a
+segment's index entries int32: it holds none more than INT32_MAX above its base (an
+append that would rolls at its own first offset, which a follower's may be past a gap).
 
 On a single broker the high watermark follows the log end offset after every
 append (`auto_high_watermark`); replication will turn that off and drive
@@ -259,7 +261,7 @@ class Log:
         else:
             max_ts, off_max = info.max_timestamp, first + info.offset_of_max_timestamp
         try:
-            segment = self._maybe_roll(info.valid_bytes, last, now)
+            segment = self._maybe_roll(info.valid_bytes, first, last, now)
             segment.append(last, max_ts, off_max, buf)
         except (OSError, KafkaStorageError) as e:
             raise self._io_failed(f"appending to {self.topic_partition}", e) from e
@@ -338,7 +340,7 @@ class Log:
             self.leader_epoch_cache.assign(epoch, start)
         return first, last
 
-    def _maybe_roll(self, size: int, max_offset: int, now: int) -> LogSegment:
+    def _maybe_roll(self, size: int, first_offset: int, max_offset: int, now: int) -> LogSegment:
         seg = self.segments.active
         cfg = self.config
         # a compacted log rolls by max.compaction.lag.ms at the latest: the active segment
@@ -348,23 +350,24 @@ class Log:
             jitter = min(cfg.segment_jitter_ms, segment_ms)
             seg.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         if seg.should_roll(size, max_offset, now, cfg.segment_bytes, segment_ms - seg.roll_jitter_ms):
-            self.roll()
+            self.roll(first_offset)
         return self.segments.active
 
-    def roll(self) -> None:
-        """Start a new active segment at the log end offset (if the active one has data)."""
+    def roll(self, expected_next_offset: int = 0) -> None:
+        """A new active segment at the log end offset or expected_next_offset, the higher
+        (Kafka's roll(expectedNextOffset)), if the active one has data; else it is replaced."""
         self._check_open()
         old = self.segments.active
+        new_base = max(expected_next_offset, self.log_end_offset)
         if old.size == 0:
+            if new_base > old.base_offset:
+                self.segments.remove(old.base_offset)
+                self._delete_segment_files([old])
+                self._add_segment(new_base)
             return
-        new_base = self.log_end_offset
         old.on_become_inactive()
         snapshot = self.producer_state.snapshot(new_base)
-        seg = LogSegment(self.dir, new_base, index_interval_bytes=self.config.index_interval_bytes,
-                         max_index_size=self.config.segment_index_bytes,
-                         created_ms=self.time.milliseconds())
-        seg.next_offset = new_base
-        self.segments.add(seg)
+        self._add_segment(new_base)
         if self._flush_executor is None:
             snapshot.write()
         else:  # the rolled segment and the producer snapshot are fsynced off the loop
@@ -483,16 +486,21 @@ class Log:
         for seg in doomed:
             self.segments.remove(seg.base_offset)
         self._delete_segment_files(doomed)
-        seg = LogSegment(self.dir, new_offset, index_interval_bytes=self.config.index_interval_bytes,
-                         max_index_size=self.config.segment_index_bytes, created_ms=self.time.milliseconds())
+        seg = self._add_segment(new_offset)
         if seg.size:
             os.ftruncate(seg.fd, 0)
             seg.size = 0
-        seg.next_offset = new_offset
-        self.segments.add(seg)
         self.leader_epoch_cache.clear()
         self.log_start_offset = new_offset
         self._after_truncation()
+
+    def _add_segment(self, base_offset: int) -> LogSegment:
+        """A new active segment at base_offset."""
+        seg = LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                         max_index_size=self.config.segment_index_bytes, created_ms=self.time.milliseconds())
+        seg.next_offset = base_offset
+        self.segments.add(seg)
+        return seg
 
     def _after_truncation(self) -> None:
         leo = self.log_end_offset

@@ -1,6 +1,7 @@
 """batch_validation.validate_follower_batches: the follower's one walk gives what the two
 walks it replaces gave (validate_batches with from_client=False, then scan_segment), on
-sound, corrupt and out-of-order payloads."""
+sound, corrupt and out-of-order payloads; its offsets are 64-bit (scan_segment's bound on
+an offset above the segment's base, int32, lifted as the follower's walk lifts it)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from kbroker._core.records import RecordValidationError
 INFO_FIELDS = ("batch_count", "record_count", "offset_count", "max_timestamp",
                "offset_of_max_timestamp", "codecs", "attributes_or", "producer_id",
                "producer_epoch", "base_sequence", "producer_batches", "valid_bytes")
+INT64_MAX = (1 << 63) - 1
 
 
 def two_walks(buf: bytes, max_message_bytes: int) -> tuple[dict[str, object], S.SegmentScan]:
     info = V.validate_batches(buf, max_message_bytes, from_client=False)
-    scan = S.scan_segment(buf, 0, 0, -1, 1 << 62)
+    scan = S.scan_segment(buf, 0, 0, -1, 1 << 62, max_relative_offset=INT64_MAX)
     return {f: getattr(info, f) for f in INFO_FIELDS}, scan
 
 
@@ -91,10 +93,34 @@ def test_a_corrupt_batch_after_offsets_out_of_order_raises_as_validation_did(fau
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 4), st.integers(-1, 6),
                           st.sampled_from([0, 1, 3])), min_size=0, max_size=6),
-       st.one_of(st.none(), st.integers(0, 2000)))
-def test_matches_validate_then_scan(specs: list[tuple[int, int, int, int]], flip: int | None) -> None:
-    buf = bytearray(b"".join(batch(base, n, epoch=epoch, codec=codec)
+       st.one_of(st.none(), st.integers(0, 2000)),
+       st.sampled_from([0, (1 << 31) - 20, (1 << 32) - 20]))
+def test_matches_validate_then_scan(specs: list[tuple[int, int, int, int]], flip: int | None,
+                                    shift: int) -> None:
+    buf = bytearray(b"".join(batch(shift + base, n, epoch=epoch, codec=codec)
                              for base, n, epoch, codec in specs))
     if flip is not None and buf:
         buf[flip % len(buf)] ^= 0x5A
     assert_same_as_two_walks(bytes(buf))
+
+
+@pytest.mark.parametrize("base", [(1 << 31) - 3, 1 << 31, (1 << 32) - 1, 1 << 32, (1 << 62) + 5])
+def test_offsets_are_64_bit(base: int) -> None:
+    """No int32 bound on a follower's offsets (a segment's relative ones are the log's to
+    keep): batches at and past 2^31-1 and 2^32 are in order, their epochs where they start."""
+    buf = batch(base, 5, epoch=2) + batch(base + 5, 3, epoch=7, codec=3) + batch(base + 100, 2, epoch=7)
+    info = V.validate_follower_batches(buf)
+    assert (info.in_order_bytes, info.valid_bytes) == (len(buf), len(buf))
+    assert info.next_offset == base + 102 and info.epoch_starts == [(2, base), (7, base + 5)]
+    assert info.offset_count == 10 and info.record_count == 10
+    # and out of order up there is still caught
+    info = V.validate_follower_batches(buf + batch(base + 50, 1))
+    assert info.in_order_bytes == len(buf) and info.next_offset == base + 102
+
+
+def test_a_segment_scan_keeps_offsets_within_int32_of_its_base() -> None:
+    """The bound the follower's walk lifts is the segment's: its index entries are int32."""
+    buf = batch(0x7FFFFFFF - 4, 5) + batch(0x7FFFFFFF + 1, 2)
+    scan = S.scan_segment(buf, 0)
+    assert scan.valid_bytes == len(batch(0, 5)) and scan.next_offset == 0x80000000
+    assert S.scan_segment(buf, 10).valid_bytes == len(buf)
