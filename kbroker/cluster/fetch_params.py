@@ -8,7 +8,10 @@ fetch.max.bytes, KIP-541), how far it reads (`isolation`, Kafka's FetchIsolation
 follower to the log end offset, a consumer to the high watermark, or to the last stable
 offset with read_committed), and kbroker's own record bounds of a consumer's read
 (`max_partition_records`, fetch.partition.response.max.records; `max_response_records`,
-fetch.response.max.records, None: no bound; see server/apis/fetch.py).
+fetch.response.max.records, None: no bound; see server/apis/fetch.py). A consumer's slice
+of at most `inline_bytes` is read into memory at once (the response writer would copy it
+anyway, to send it with the bytes around it): a read over thousands of partitions then
+holds no segment descriptor per partition while its response is built.
 
 A partition to read is any object with PartitionFetchInfo's attributes (the FetchInfo
 protocol): the Fetch handler makes a PartitionFetchInfo for each partition of a
@@ -48,11 +51,11 @@ class FetchParams:
     """See the module docstring."""
 
     __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation",
-                 "max_partition_records", "max_response_records")
+                 "max_partition_records", "max_response_records", "inline_bytes")
 
     def __init__(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
                  isolation_level: int = 0, max_partition_records: int = 0,
-                 max_response_records: int | None = None) -> None:
+                 max_response_records: int | None = None, inline_bytes: int = 0) -> None:
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -63,6 +66,7 @@ class FetchParams:
             self.isolation = FETCH_TXN_COMMITTED if isolation_level == READ_COMMITTED else FETCH_HIGH_WATERMARK
         self.max_partition_records = max_partition_records
         self.max_response_records = max_response_records
+        self.inline_bytes = inline_bytes
 
     @property
     def is_from_follower(self) -> bool:

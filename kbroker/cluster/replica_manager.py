@@ -391,7 +391,7 @@ class ReplicaManager:
             else:
                 cap = step if records_left is None else min(step or records_left, records_left)
                 pd, upper = _read_partition(partition.local_log(), info, committed, budget - total,
-                                            total == 0, cap)
+                                            total == 0, cap, params.inline_bytes)
                 if records_size(pd.records) and cap and pd.high_watermark - info.fetch_offset > cap:
                     cut = True
                 if records_left is not None and records_size(pd.records):
@@ -696,7 +696,7 @@ def _read_for_follower(partition: Partition, replica_id: int, info: FetchInfo, b
 
 
 def _read_partition(plog: Log, info: FetchInfo, committed: bool, budget: int, first: bool,
-                    max_records: int = 0) -> tuple[PartitionData, int]:
+                    max_records: int, inline_bytes: int) -> tuple[PartitionData, int]:
     """A consumer's read of one partition: its answer, and an offset above every record in
     it (for the response's record budget: a slice cut short by bytes holds fewer records
     than its cap)."""
@@ -725,7 +725,7 @@ def _read_partition(plog: Log, info: FetchInfo, committed: bool, budget: int, fi
             AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
             for t in plog.collect_aborted_transactions(info.fetch_offset, data)]
     if records is not None and records.size > 0:
-        pd.records = records
+        pd.records = records.read_bytes() if records.size <= inline_bytes else records
     bounded = max_records and records is not None and records.size > 0
     return pd, plog.read_upper_bound_offset(data) if bounded else high_watermark
 

@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from kbroker.cluster.delayed_produce import PartitionAppendResult
-from kbroker.cluster.fetch_params import FetchParams, FetchResult, PartitionData, PartitionFetchInfo
+from kbroker.cluster.fetch_params import (
+    FetchInfo,
+    FetchParams,
+    FetchResult,
+    PartitionData,
+    PartitionFetchInfo,
+)
+from kbroker.cluster.fetch_session import CachedPartition
 from kbroker.cluster.partition import Partition, PartitionState
 from kbroker.cluster.replica_manager import LeaderAndIsrPartition, ReplicaManager
 from kbroker.common.error_code import ErrorCode
@@ -93,14 +100,18 @@ class Env:
 
     def fetch(self, replica_id: int = -1, offset: int = 0, *, tp: TopicPartition = TP0,
               min_bytes: int = 0, max_wait_ms: int = 500, isolation_level: int = 0,
-              leader_epoch: int = -1) -> Fetched:
+              leader_epoch: int = -1, infos: list[FetchInfo] | None = None) -> Fetched:
         fetched = Fetched()
-        fp = FetchRequest.FetchPartition(partition=tp.partition, fetch_offset=offset,
-                                         current_leader_epoch=leader_epoch, partition_max_bytes=1 << 20)
         self.replica_manager.fetch_messages(
             FetchParams(replica_id, max_wait_ms, min_bytes, 1 << 20, isolation_level),
-            [PartitionFetchInfo(tp, fp)], fetched)
+            infos if infos is not None else [PartitionFetchInfo(tp, fetch_partition(tp, offset, leader_epoch))],
+            fetched)
         return fetched
+
+
+def fetch_partition(tp: TopicPartition, offset: int, leader_epoch: int = -1) -> FetchRequest.FetchPartition:
+    return FetchRequest.FetchPartition(partition=tp.partition, fetch_offset=offset,
+                                       current_leader_epoch=leader_epoch, partition_max_bytes=1 << 20)
 
 
 class Fetched:
@@ -359,4 +370,26 @@ def test_leader_epochs_are_fenced_and_only_the_leader_answers(env: Env) -> None:
         await env.lead(epoch=4, leader=FOLLOWER)
         assert env.fetch(FOLLOWER, min_bytes=1).data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert env.replica_manager.delayed_fetch_purgatory.watched == 0
+    run(scenario())
+
+
+def test_a_session_partition_with_nothing_new_is_left_out_and_keeps_its_follower_caught_up(env: Env) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        env.produce(1)
+        env.follower_fetches()
+        cached = CachedPartition(TOPIC, env.topics.info.topic_id, fetch_partition(TP0, 3))
+        first = env.fetch(FOLLOWER, infos=[cached])
+        assert first.data.high_watermark == 3 and first.offsets() == []
+        cached.answered(first.data)  # as the session's answer remembers it
+        assert env.fetch(FOLLOWER, infos=[cached]).results[0].partitions == []  # nothing new: left out
+        assert cached.quiet is not None
+        follower = env.partition().followers[FOLLOWER]
+        env.time.sleep(LAG_MS)
+        assert env.fetch(FOLLOWER, infos=[cached]).results[0].partitions == []
+        assert follower.last_caught_up_ms == env.time.milliseconds()
+        env.produce(1)  # the log moved: read again, from where the session left it
+        assert env.fetch(FOLLOWER, infos=[cached]).offsets() == [3, 4, 5] and cached.quiet is None
+        stats = env.replica_manager.topic_stats.topic(TOPIC)
+        assert stats.total_fetch_requests == 4
     run(scenario())

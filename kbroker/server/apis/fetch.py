@@ -82,7 +82,6 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
-from kbroker.records.file_slice import FileSlice
 from kbroker.server import authorization as authz
 from kbroker.server.request_context import PendingResponse, RequestContext
 from kbroker.server.response_writer import INLINE_SLICE_BYTES
@@ -106,7 +105,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Pendin
         if isinstance(found, int):
             return _session_error(found)
         session = found
-    answer = _FetchAnswer(ctx, session, replica_id >= 0, not from_follower)
+    answer = _FetchAnswer(ctx, session, replica_id >= 0)
     fetch_infos: Any
     if session is not None:
         if authz.enabled(ctx) and not authz.authorize_cluster(ctx, "CLUSTER_ACTION"):
@@ -129,7 +128,7 @@ def _fetch_params(ctx: RequestContext, request: FetchRequest, replica_id: int, f
     config = ctx.services.config
     return FetchParams(-1, request.max_wait_ms, request.min_bytes, min(max_bytes, config.fetch_max_bytes),
                        request.isolation_level, config.fetch_partition_response_max_records,
-                       config.fetch_response_max_records or None)
+                       config.fetch_response_max_records or None, INLINE_SLICE_BYTES)
 
 
 def _fetch_infos(ctx: RequestContext, request: FetchRequest, from_follower: bool,
@@ -170,14 +169,12 @@ class _FetchAnswer:
     FetchContext.updateAndGenerateResponseData and the handler's response callback), at
     once (`response`) or later into the PendingResponse the connection waits on."""
 
-    __slots__ = ("ctx", "session", "from_replica", "inline", "topics", "response", "pending")
+    __slots__ = ("ctx", "session", "from_replica", "topics", "response", "pending")
 
-    def __init__(self, ctx: RequestContext, session: FetchSession | None, from_replica: bool,
-                 inline: bool) -> None:
+    def __init__(self, ctx: RequestContext, session: FetchSession | None, from_replica: bool) -> None:
         self.ctx = ctx
         self.session = session
         self.from_replica = from_replica  # its bytes count as replication bytes
-        self.inline = inline  # a consumer's small slices are read into the response
         self.topics: list[tuple[str, Any]] = []  # sessionless: each topic's name and request
         self.response: FetchResponse | None = None
         self.pending: PendingResponse | None = None
@@ -207,20 +204,14 @@ class _FetchAnswer:
             self.pending.complete(response)
 
     def _full_response(self, result: FetchResult) -> FetchResponse:
-        answers = iter(result.partitions)
+        answers = result.partitions  # one per partition of the request, in its order
+        at = 0
         topics = []
         for name, ft in self.topics:
-            partitions = []
-            for _fp in ft.partitions:
-                pd = next(answers)[1]
-                records = pd.records
-                if self.inline and isinstance(records, FileSlice) and records.size <= INLINE_SLICE_BYTES:
-                    # A small slice is read now (the writer would copy it anyway, to send it
-                    # with the bytes around it): a Fetch over thousands of partitions then
-                    # holds no descriptor per partition while its response is built.
-                    pd.records = records.read_bytes()
-                partitions.append(pd)
-            topics.append(TopicResponse(topic=name, topic_id=ft.topic_id, partitions=partitions))
+            end = at + len(ft.partitions)
+            topics.append(TopicResponse(topic=name, topic_id=ft.topic_id,
+                                        partitions=[pd for _info, pd in answers[at:end]]))
+            at = end
         return FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
 
     def _session_response(self, result: FetchResult) -> FetchResponse:
