@@ -111,7 +111,8 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Pendin
         if authz.enabled(ctx) and not authz.authorize_cluster(ctx, "CLUSTER_ACTION"):
             answer.respond(FetchResult([(cached, error_data(cached.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                                         for cached in session.partitions.values()], 0, True, []))
-            return answer.park() if answer.response is None else answer.response
+            assert answer.response is not None  # answered at once
+            return answer.response
         fetch_infos = session.partitions.values()  # all of them, each at its last position
     else:
         fetch_infos = _fetch_infos(ctx, request, from_follower, answer)
