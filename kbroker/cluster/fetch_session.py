@@ -39,10 +39,17 @@ import random
 from collections import OrderedDict
 from typing import Any
 
+from kbroker.cluster.fetch_params import records_size
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.topic_partition import TopicPartition
+
 MAX_SESSIONS = 1000
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 INVALID_SESSION_ID = 0
+# A topic id no topic has stays in the session under a name no topic has: this prefix and
+# the id. Such a partition is not read: it answers UNKNOWN_TOPIC_ID.
+UNKNOWN_TOPIC_PREFIX = "\0"
 
 
 def next_epoch(epoch: int) -> int:
@@ -52,23 +59,29 @@ def next_epoch(epoch: int) -> int:
 
 class CachedPartition:
     """What the session knows of one partition: the follower's last request for it, and
-    what the last answer told it (-1: nothing yet, so the next answer includes it)."""
+    what the last answer told it (-1: nothing yet, so the next answer includes it). A
+    FetchInfo itself (cluster/fetch_params.py): the ReplicaManager reads it as it is."""
 
-    __slots__ = ("topic", "topic_id", "partition", "current_leader_epoch", "fetch_offset",
-                 "log_start_offset", "partition_max_bytes", "high_watermark",
+    __slots__ = ("topic", "topic_id", "partition", "topic_partition", "current_leader_epoch",
+                 "fetch_offset", "log_start_offset", "partition_max_bytes", "high_watermark",
                  "sent_log_start_offset", "quiet")
+
+    error_code = ErrorCode.UNKNOWN_TOPIC_ID  # what it answers without a topic_partition
 
     def __init__(self, topic: str, topic_id: Any, fp: Any) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.partition = fp.partition
+        self.topic_partition = (None if topic.startswith(UNKNOWN_TOPIC_PREFIX)
+                                else TopicPartition(topic, fp.partition))
         self.high_watermark = -1
         self.sent_log_start_offset = -1
         self.update(fp)
 
     def update(self, fp: Any) -> None:
         # What the leader looked up when this partition was last read caught up, with
-        # nothing new to tell (see fetch._read_session); a request naming it starts over.
+        # nothing new to tell (see ReplicaManager._read_for_follower); a request naming it
+        # starts over.
         self.quiet: Any = None
         self.current_leader_epoch = fp.current_leader_epoch
         self.fetch_offset = fp.fetch_offset
@@ -77,7 +90,7 @@ class CachedPartition:
 
     def must_respond(self, pd: Any) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData, without the update."""
-        return bool(pd.error_code or _has_records(pd) or pd.high_watermark != self.high_watermark
+        return bool(pd.error_code or records_size(pd.records) or pd.high_watermark != self.high_watermark
                     or pd.log_start_offset != self.sent_log_start_offset)
 
     def unchanged(self, high_watermark: int, log_start_offset: int) -> bool:
@@ -88,15 +101,6 @@ class CachedPartition:
         """`pd` went out: an error makes the next answer include the partition again."""
         self.high_watermark = -1 if pd.error_code else pd.high_watermark
         self.sent_log_start_offset = pd.log_start_offset
-
-
-def _has_records(pd: Any) -> bool:
-    records = pd.records
-    if records is None:
-        return False
-    if isinstance(records, bytes | bytearray | memoryview):
-        return len(records) > 0
-    return int(records.size) > 0
 
 
 class FetchSession:

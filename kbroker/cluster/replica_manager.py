@@ -8,10 +8,18 @@ transaction coordinator's markers; the coordinators' internal topics append with
 `append_to_leader` and wait with `wait_for_replication`): each partition is appended in
 order (Kafka's appendToLocalLog), its fsync awaited when the append reached
 flush.messages, and acks=all waits in the produce purgatory (DelayedProduce) until the
-high watermark passes the batch or `timeout_ms` passes. Parked Fetches wait in the fetch
-purgatory (DelayedFetch, server/apis/fetch.py); a Partition tells both purgatories when
-its data, high watermark or leadership moves (`check_and_complete_fetch` / `_produce`).
-Both purgatories run on the injected Timer.
+high watermark passes the batch or `timeout_ms` passes.
+
+Fetches: `fetch_messages` (Kafka's fetchMessages) reads every partition of a Fetch
+(`read_from_log`: leader checks and leader-epoch fencing; a consumer up to the high
+watermark or the last stable offset, with the aborted transactions, a follower up to the
+log end offset, moving its fetch state; the byte and record bounds; cluster/fetch_params.py
+names the request's parameters and the read's result) and answers at once, or parks a
+DelayedFetch (cluster/delayed_fetch.py) in the fetch purgatory until min_bytes or the
+deadline. The Fetch handler only translates the request and builds the response.
+
+A Partition tells both purgatories when its data, high watermark or leadership moves
+(`check_and_complete_fetch` / `_produce`). Both purgatories run on the injected Timer.
 
 Single broker: a Partition is made on first use for every partition of the topic
 registry, led here alone at leader epoch 0; its high watermark is its log end offset.
@@ -40,16 +48,27 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kbroker.cluster.broker_topic_stats import BrokerTopicStats
+from kbroker.cluster.delayed_fetch import DelayedFetch, FetchResponder, answers_now
 from kbroker.cluster.delayed_produce import (
     DelayedProduce,
     PartitionAppendResult,
     ProducePartitionStatus,
+)
+from kbroker.cluster.fetch_params import (
+    FETCH_TXN_COMMITTED,
+    FetchInfo,
+    FetchParams,
+    FetchResult,
+    PartitionData,
+    error_data,
+    records_size,
 )
 from kbroker.cluster.partition import NotLeaderError, Partition, PartitionState
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.metadata.topic_registry import TopicInfo
+from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
@@ -72,6 +91,7 @@ AppendCallback = Callable[[list[PartitionAppendResult]], None]
 Records = bytes | bytearray | memoryview
 # Batches refused for their size count in BytesRejectedPerSec, as Kafka counts them.
 _REJECTED_FOR_SIZE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
+AbortedTransaction = FetchResponse.AbortedTransaction
 
 
 @dataclass(slots=True)
@@ -324,6 +344,169 @@ class ReplicaManager:
     def _is_current(self, partition: Partition) -> bool:
         return self.partitions.get(partition.topic_partition) is partition
 
+    # -- fetches -----------------------------------------------------------------------------
+    def fetch_messages(self, params: FetchParams, fetch_infos: Iterable[FetchInfo],
+                       responder: FetchResponder) -> None:
+        """Read each partition of `fetch_infos` (Kafka's fetchMessages) and answer
+        `responder.respond(result)`: inside this call when the read answers
+        (delayed_fetch.answers_now), else from a DelayedFetch parked in the fetch purgatory on
+        the partitions read. Exceptions of the first read propagate."""
+        deadline_ms = self.timer.time() * 1000 + max(0, params.max_wait_ms)
+        purgatory = self.delayed_fetch_purgatory
+        # A follower's read may move the high watermark: the other followers' parked Fetches
+        # (and consumers') re-read once this read is over.
+        with purgatory.held():
+            result = self.read_from_log(params, fetch_infos)
+            if answers_now(params, result, deadline_ms, self.timer.time() * 1000, responder):
+                responder.respond(result)
+                return
+        # Parked now, not on a later loop turn: an append in between must wake it, or a
+        # follower's Fetch (and every acks=all Produce waiting on it) would sleep the whole
+        # max_wait_ms.
+        purgatory.watch(DelayedFetch(deadline_ms / 1000, params, fetch_infos, self, responder),
+                        result.topic_partitions)
+
+    def read_from_log(self, params: FetchParams, fetch_infos: Iterable[FetchInfo]) -> FetchResult:
+        """Read each partition this broker leads (Kafka's readFromLog), as the module
+        docstring of cluster/fetch_params.py and the rules below say. Leader checks:
+        leader_partition (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+        for an older / newer `current_leader_epoch`, ...). Each partition read counts one
+        fetch request of its topic, a failed read (but OFFSET_OUT_OF_RANGE, as Kafka) one
+        failed fetch request."""
+        if params.replica_id >= 0:
+            return self._read_for_follower(params, fetch_infos)
+        return self._read_for_consumer(params, fetch_infos)
+
+    def _read_for_consumer(self, params: FetchParams, fetch_infos: Iterable[FetchInfo]) -> FetchResult:
+        """Up to the high watermark, or with read_committed the last stable offset (and
+        the aborted transactions overlapping what is read). Bytes: each partition at most
+        its `partition_max_bytes`, all at most `max_bytes`, but the first partition with
+        data gives at least one whole batch (KIP-74). Records: a partition stops at the
+        batch boundary after about `max_partition_records`; the partitions share about
+        `max_response_records` in order, those left without any answer no records and are
+        not read."""
+        committed = params.isolation == FETCH_TXN_COMMITTED
+        budget = params.max_bytes
+        step = params.max_partition_records
+        records_left = params.max_response_records  # still to give; None: no bound
+        total = 0
+        error = cut = False
+        tps: list[TopicPartition] = []
+        answers: list[tuple[FetchInfo, PartitionData]] = []
+        stats_of = self.topic_stats.topic
+        for info in fetch_infos:
+            partition = self._partition_to_read(info, True, answers, tps)
+            if partition is None:
+                error = True
+                continue
+            if records_left is not None and records_left <= 0:
+                # The response's records are given out: this partition answers no records
+                # this time (librdkafka starts its next Fetch at the next partition), and
+                # its log is not read (a consumer of 64 partitions asks for all of them).
+                pd = _unread_partition(partition.local_log(), info, committed)
+                cut = cut or pd.high_watermark > info.fetch_offset
+            else:
+                cap = step if records_left is None else min(step or records_left, records_left)
+                pd, upper = _read_partition(partition.local_log(), info, committed, budget - total,
+                                            total == 0, cap, params.inline_bytes)
+                if records_size(pd.records) and cap and pd.high_watermark - info.fetch_offset > cap:
+                    cut = True
+                if records_left is not None and records_size(pd.records):
+                    # The budget's last partition may overshoot it by up to a batch.
+                    records_left -= max(1, min(pd.high_watermark, upper) - info.fetch_offset)
+            if pd.error_code:
+                if pd.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:  # Kafka: not a failure
+                    stats_of(partition.topic_partition.topic).failed_fetch_requests += 1
+                error = True
+            else:
+                total += records_size(pd.records)
+            answers.append((info, pd))
+        return FetchResult(answers, total, error, tps, cut)
+
+    def _read_for_follower(self, params: FetchParams, fetch_infos: Iterable[FetchInfo]) -> FetchResult:
+        """Up to the log end offset; the fetch offset tells how far the follower copied
+        (Partition.update_follower_fetch_state: ISR expansion, the high watermark). Out of
+        range: the leader's log start offset and high watermark, to start over.
+
+        A fetch session's partition caught up with nothing new to tell (its `unchanged`) is
+        left out of the answer, and keeps what was looked up for it in `quiet`: while
+        nothing that read depended on moved (the partition's state and log, the follower's
+        position, the log's offsets), the next read would find the same, so it only moves
+        the follower's fetch time, without the lookups."""
+        replica_id = params.replica_id
+        budget = params.max_bytes
+        total = 0
+        error = False
+        tps: list[TopicPartition] = []
+        answers: list[tuple[FetchInfo, PartitionData]] = []
+        partitions = self.partitions
+        stats_of = self.topic_stats.topic
+        now_ms = -1
+        for info in fetch_infos:
+            quiet = info.quiet
+            if quiet is not None:
+                tp, led, state, plog, follower, stats = quiet
+                offset = info.fetch_offset
+                if (led.state is state and not led.fenced and led.log is plog
+                        and not plog.closed and partitions.get(tp) is led
+                        and follower.log_end_offset == offset and plog.log_end_offset == offset
+                        and info.unchanged(plog.high_watermark, plog.log_start_offset)):
+                    tps.append(tp)
+                    stats.total_fetch_requests += 1
+                    if now_ms < 0:
+                        now_ms = self.now_ms()  # the clock of every Partition's followers
+                    follower.update(offset, offset, now_ms)
+                    continue
+                info.quiet = None
+            partition = self._partition_to_read(info, False, answers, tps)
+            if partition is None:
+                error = True
+                continue
+            plog = partition.local_log()
+            offset = info.fetch_offset
+            if (offset == plog.log_end_offset and offset >= plog.log_start_offset
+                    and info.unchanged(plog.high_watermark, plog.log_start_offset)):
+                # caught up, nothing new to tell: the usual case for most partitions
+                partition.update_follower_fetch_state(replica_id, offset, offset)
+                follower = partition.followers.get(replica_id)
+                if (follower is not None and follower.log_end_offset == offset
+                        and replica_id in partition.state.isr):
+                    info.quiet = (partition.topic_partition, partition, partition.state, plog, follower,
+                                  stats_of(partition.topic_partition.topic))
+                continue
+            pd = _read_for_follower(partition, replica_id, info, budget - total, total == 0)
+            if pd.error_code:
+                if pd.error_code != ErrorCode.OFFSET_OUT_OF_RANGE:
+                    stats_of(partition.topic_partition.topic).failed_fetch_requests += 1
+                error = True
+            else:
+                total += records_size(pd.records)
+            answers.append((info, pd))
+        return FetchResult(answers, total, error, tps)
+
+    def _partition_to_read(self, info: FetchInfo, check_topic_id: bool,
+                           answers: list[tuple[FetchInfo, PartitionData]], tps: list[TopicPartition],
+                           ) -> Partition | None:
+        """The partition led here that `info` reads (counted as a fetch request of its topic,
+        added to `tps`), or None with its error added to `answers`."""
+        tp = info.topic_partition
+        if tp is None:
+            code = info.error_code
+        elif check_topic_id and info.topic_id is not None and (
+                (topic := self.topics.get(tp.topic)) is None or topic.topic_id != info.topic_id):
+            code = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            try:
+                partition = self.leader_partition(tp, info.current_leader_epoch)
+            except KafkaError as e:
+                code = e.error_code
+            else:
+                tps.append(tp)
+                self.topic_stats.topic(tp.topic).total_fetch_requests += 1
+                return partition
+        answers.append((info, error_data(info.partition, code)))
+        return None
+
     # -- the purgatories, as a Partition's DelayedOperations --------------------------------
     def check_and_complete_fetch(self, tp: TopicPartition) -> None:
         self.delayed_fetch_purgatory.check_and_complete(tp)
@@ -499,3 +682,78 @@ class ReplicaManager:
 
     def topic_info(self, topic: str) -> TopicInfo | None:
         return self.topics.get(topic)
+
+
+def _read_for_follower(partition: Partition, replica_id: int, info: FetchInfo, budget: int,
+                       first: bool) -> PartitionData:
+    """A follower's read of one partition: everything up to the log end; its offset moves
+    its progress."""
+    plog = partition.local_log()
+    leo = plog.log_end_offset
+    if info.fetch_offset < plog.log_start_offset or info.fetch_offset > leo:
+        pd = error_data(info.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+        pd.log_start_offset, pd.high_watermark = plog.log_start_offset, plog.high_watermark
+        return pd
+    partition.update_follower_fetch_state(replica_id, info.fetch_offset, leo)
+    pd = PartitionData(
+        partition_index=info.partition, error_code=ErrorCode.NONE,
+        high_watermark=plog.high_watermark, last_stable_offset=plog.last_stable_offset,
+        log_start_offset=plog.log_start_offset, records=b"")
+    if info.fetch_offset == leo:  # caught up: nothing to read
+        return pd
+    max_bytes = max(0, min(info.partition_max_bytes, budget))
+    try:
+        data = plog.read(info.fetch_offset, max_bytes, max_offset=leo, min_one_message=first)
+    except KafkaError as e:
+        pd.error_code = e.error_code
+        return pd
+    if data.records is not None and data.records.size > 0:
+        pd.records = data.records
+    return pd
+
+
+def _read_partition(plog: Log, info: FetchInfo, committed: bool, budget: int, first: bool,
+                    max_records: int, inline_bytes: int) -> tuple[PartitionData, int]:
+    """A consumer's read of one partition: its answer, and an offset above every record in
+    it (for the response's record budget: a slice cut short by bytes holds fewer records
+    than its cap)."""
+    high_watermark = plog.high_watermark
+    last_stable = plog.last_stable_offset
+    max_offset = last_stable if committed else high_watermark
+    max_bytes = max(0, min(info.partition_max_bytes, budget))
+    pd = PartitionData(
+        partition_index=info.partition,
+        error_code=ErrorCode.NONE,
+        high_watermark=high_watermark,
+        last_stable_offset=last_stable,
+        log_start_offset=plog.log_start_offset,
+        aborted_transactions=[] if committed else None,
+        records=b"",
+    )
+    try:
+        data = plog.read(info.fetch_offset, max_bytes, max_offset=max_offset, min_one_message=first,
+                         max_records=max_records)
+    except KafkaError as e:
+        pd.error_code = e.error_code
+        return pd, info.fetch_offset
+    records = data.records
+    if committed and records is not None:
+        pd.aborted_transactions = [
+            AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+            for t in plog.collect_aborted_transactions(info.fetch_offset, data)]
+    if records is not None and records.size > 0:
+        pd.records = records.read_bytes() if records.size <= inline_bytes else records
+    bounded = max_records and records is not None and records.size > 0
+    return pd, plog.read_upper_bound_offset(data) if bounded else high_watermark
+
+
+def _unread_partition(plog: Log, info: FetchInfo, committed: bool) -> PartitionData:
+    """A partition's answer without records: its offsets, or OFFSET_OUT_OF_RANGE as a read
+    would have answered."""
+    out_of_range = not plog.log_start_offset <= info.fetch_offset <= plog.log_end_offset
+    return PartitionData(
+        partition_index=info.partition,
+        error_code=ErrorCode.OFFSET_OUT_OF_RANGE if out_of_range else ErrorCode.NONE,
+        high_watermark=plog.high_watermark, last_stable_offset=plog.last_stable_offset,
+        log_start_offset=plog.log_start_offset, aborted_transactions=[] if committed else None,
+        records=b"")
