@@ -18,10 +18,12 @@ protocol): the Fetch handler makes a PartitionFetchInfo for each partition of a
 sessionless request; a fetch session's CachedPartition (cluster/fetch_session.py) is one
 itself, so that a follower's incremental fetch hands its session's partitions over as
 they are. An info whose `topic_partition` is None is not read: it answers its
-`error_code` (a topic the request may not read, a topic id no topic has). A consumer's
-read checks that `topic_id` (None: the request named the topic) is still its topic's
-(UNKNOWN_TOPIC_ID once the topic is deleted, or made again under the same name, while
-the fetch waits). `quiet` and `unchanged` are the session's memory of what the follower
+`error_code` (a topic the request may not read, a topic id no topic has). Each read
+(a consumer's, and a follower's but for a session's quiet partitions, which a deletion
+makes read again) checks that `topic_id` is still its topic's: UNKNOWN_TOPIC_ID once the
+topic is deleted, or made again under the same name, while the fetch waits (Kafka's
+readFromLog checks it too). None, or zero in a session opened by name: the request
+named the topic. `quiet` and `unchanged` are the session's memory of what the follower
 was last told (see ReplicaManager.read_from_log); a sessionless info remembers nothing.
 
 The answer of a partition is the response's own FetchResponse.PartitionData (no copy

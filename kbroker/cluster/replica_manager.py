@@ -68,6 +68,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.metadata.topic_registry import TopicInfo
+from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.fetch import FetchResponse
 from kbroker.storage.errors import KafkaStorageError
 from kbroker.storage.log import Log
@@ -395,7 +396,7 @@ class ReplicaManager:
         answers: list[tuple[FetchInfo, PartitionData]] = []
         stats_of = self.topic_stats.topic
         for info in fetch_infos:
-            partition = self._partition_to_read(info, True, answers, tps)
+            partition = self._partition_to_read(info, answers, tps)
             if partition is None:
                 error = True
                 continue
@@ -458,7 +459,7 @@ class ReplicaManager:
                     follower.update(offset, offset, now_ms)
                     continue
                 info.quiet = None
-            partition = self._partition_to_read(info, False, answers, tps)
+            partition = self._partition_to_read(info, answers, tps)
             if partition is None:
                 error = True
                 continue
@@ -484,7 +485,7 @@ class ReplicaManager:
             answers.append((info, pd))
         return FetchResult(answers, total, error, tps)
 
-    def _partition_to_read(self, info: FetchInfo, check_topic_id: bool,
+    def _partition_to_read(self, info: FetchInfo,
                            answers: list[tuple[FetchInfo, PartitionData]], tps: list[TopicPartition],
                            ) -> Partition | None:
         """The partition led here that `info` reads (counted as a fetch request of its topic,
@@ -492,7 +493,7 @@ class ReplicaManager:
         tp = info.topic_partition
         if tp is None:
             code = info.error_code
-        elif check_topic_id and info.topic_id is not None and (
+        elif info.topic_id is not None and info.topic_id != ZERO_UUID and (
                 (topic := self.topics.get(tp.topic)) is None or topic.topic_id != info.topic_id):
             code = ErrorCode.UNKNOWN_TOPIC_ID
         else:

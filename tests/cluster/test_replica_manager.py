@@ -393,3 +393,18 @@ def test_a_session_partition_with_nothing_new_is_left_out_and_keeps_its_follower
         stats = env.replica_manager.topic_stats.topic(TOPIC)
         assert stats.total_fetch_requests == 4
     run(scenario())
+
+
+@pytest.mark.parametrize("replica_id", [-1, FOLLOWER], ids=["consumer", "follower"])
+def test_a_parked_fetch_by_topic_id_answers_unknown_topic_id_once_the_topic_is_made_again(
+        env: Env, replica_id: int) -> None:
+    async def scenario() -> None:
+        await env.lead()
+        old_id = env.topics.info.topic_id
+        info = PartitionFetchInfo(TP0, fetch_partition(TP0, 0), topic_id=old_id)
+        parked = env.fetch(replica_id, min_bytes=1, infos=[info])
+        assert parked.results == []
+        env.topics.info = TopicInfo(TOPIC, uuid.uuid4(), 2)  # deleted, and made again by name
+        env.produce(1)
+        assert parked.data.error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    run(scenario())
