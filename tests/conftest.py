@@ -1,7 +1,10 @@
 """Hooks for the whole suite: no confluent-kafka client outlives the test that made it
-(tests/client_leaks.py says why); each test gets its tier's marker (tests/tiers.py)."""
+(tests/client_leaks.py says why); each test gets its tier's marker (tests/tiers.py), and
+each test above the unit tier its module's xdist group (tests/parallel.py)."""
 
-from tests import client_leaks
+import pytest
+
+from tests import client_leaks, parallel
 from tests.client_leaks import (  # noqa: F401 - pytest finds hooks by name
     pytest_fixture_post_finalizer,
     pytest_fixture_setup,
@@ -10,3 +13,9 @@ from tests.client_leaks import (  # noqa: F401 - pytest finds hooks by name
 from tests.tiers import pytest_collection_modifyitems  # noqa: F401 - a hook, as above
 
 client_leaks.install()
+
+
+# -- pytest-xdist workers (scripts/test -n 2): tests/parallel.py, a plugin of its own (its
+# collection hook beside tiers')
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(parallel, "kbroker-tests-parallel")

@@ -15,6 +15,7 @@ from kbroker._core import batch_encode
 from kbroker.records.batch_header import BatchHeader
 from kbroker.records.builder import RecordValues, build_batch
 from kbroker.records.record_iter import iter_records
+from tests.sanitized import examples
 
 TS = 1_700_000_000_000
 
@@ -48,14 +49,14 @@ def ours(records: list[RecordValues], producer: tuple[int, int, int, bool], code
                        producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(record_st, min_size=1, max_size=20), producer_st)
 def test_same_bytes_as_kafka_python(records: list[RecordValues], producer: tuple[int, int, int, bool]) -> None:
     assert ours(records, producer) == kafka_python_batch(records, producer)
 
 
 @pytest.mark.parametrize("codec", [1, 3, 4])  # gzip, lz4, zstd: kafka-python has no snappy library here
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.lists(record_st, min_size=1, max_size=20))
 def test_kafka_python_reads_compressed_batches(codec: int, records: list[RecordValues]) -> None:
     data = ours(records, (-1, -1, -1, False), codec)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kbroker._core import batch_validation as V
 from kbroker._core import segment_scan as S
 from kbroker._core.records import RecordValidationError
+from tests.sanitized import examples
 
 INFO_FIELDS = ("batch_count", "record_count", "offset_count", "max_timestamp",
                "offset_of_max_timestamp", "codecs", "attributes_or", "producer_id",
@@ -90,7 +91,7 @@ def test_a_corrupt_batch_after_offsets_out_of_order_raises_as_validation_did(fau
     assert_same_as_two_walks(good + bytes(bad), limit)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 4), st.integers(-1, 6),
                           st.sampled_from([0, 1, 3])), min_size=0, max_size=6),
        st.one_of(st.none(), st.integers(0, 2000)),

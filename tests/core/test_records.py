@@ -21,6 +21,7 @@ from kbroker._core import segment_seek as K
 from kbroker.common.error_code import ErrorCode
 from kbroker.records.batch_header import BatchHeader
 from kbroker.records.record_iter import iter_records
+from tests.sanitized import examples
 
 
 def kafka_python_batch(n: int, codec: int = 0) -> bytes:
@@ -189,7 +190,7 @@ def test_log_append_time_rewrites_max_timestamp_and_crc() -> None:
     assert [r.timestamp for r in iter_records(bytes(data))] == [42, 42, 42]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     batches=st.lists(
         st.tuples(
@@ -214,7 +215,7 @@ def test_property_roundtrip(batches: list[tuple[list[bytes], int, int]], base: i
     assert [r.value for r in got] == [v for vals, _, _ in batches for v in vals]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(data=st.binary(max_size=300))
 def test_property_garbage_never_crashes(data: bytes) -> None:
     try:

@@ -17,7 +17,9 @@ from kbroker.storage.partition_metadata import read_partition_metadata
 
 from .conftest import ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+# a bound on a hang only (each command has its own 60 s): the test runs 15 CLI processes,
+# 10 s or more each on a loaded machine
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def topics(broker: Any, *args: str) -> subprocess.CompletedProcess[str]:

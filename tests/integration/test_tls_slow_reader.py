@@ -65,9 +65,12 @@ def _fetch(correlation_id: int) -> bytes:
     return encode_request(request, 4, correlation_id)
 
 
-def _stalled_reader(bootstrap: str, ctx: ssl.SSLContext | None) -> tuple[WireClient, int]:
+def _stalled_reader(bootstrap: str, ctx: ssl.SSLContext | None,
+                    closed_ok: bool = False) -> tuple[WireClient, int]:
     """A client (TLS with a context) that pipelines up to FETCHES Fetches, reads nothing, and waits until the
-    broker's sending has stalled: the client, and how many Fetches it got out."""
+    broker's sending has stalled: the client, and how many Fetches it got out. With
+    `closed_ok`, a broker that closes the connection while the client is still sending
+    (a short idle bound on a loaded machine) returns the client as it is."""
     c = WireClient(bootstrap, timeout=30, rcvbuf=16384, ssl_context=ctx)
     c.sock.settimeout(0.5)
     sent = 0
@@ -78,6 +81,10 @@ def _stalled_reader(bootstrap: str, ctx: ssl.SSLContext | None) -> tuple[WireCli
             sent += 1
     except TimeoutError:  # the broker stopped reading: its receive window is full
         pass
+    except (ConnectionError, ssl.SSLError):
+        if not closed_ok:
+            raise
+        return c, sent
     c.sock.settimeout(30)
     last = -1
     deadline = time.monotonic() + 20
@@ -125,7 +132,7 @@ def test_a_reader_that_never_reads_holds_bounded_memory(broker_factory: Any, pki
 def test_a_tls_reader_that_never_reads_is_disconnected(broker_factory: Any, pki: Any) -> None:
     broker, ssl_bootstrap = _broker(broker_factory, pki, idle_ms=1000)
     ctx = ssl.create_default_context(cafile=str(pki.ca))
-    reader, _ = _stalled_reader(ssl_bootstrap, ctx)
+    reader, _ = _stalled_reader(ssl_bootstrap, ctx, closed_ok=True)
     try:
         deadline = time.monotonic() + 30
         while "read none of" not in broker.output():

@@ -84,7 +84,7 @@ class StandaloneCluster:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/",
                                         timeout=5) as r:
                 return int(json.load(r).get("aliveworkers", 0))
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or its UI up before its JSON
             return 0
 
     def wait_workers(self, n: int, timeout_s: float = 120) -> None:

@@ -7,7 +7,8 @@ reference's offset, value and timestamp. A crash abandons the LogManager (no flu
 checkpoint, no clean marker), then damages a segment after the checkpointed recovery
 point; the reference drops everything from the first damaged batch on.
 
-The default run takes 8 seeds of 600 steps (test_model); the long run, 10 seeds of
+The default run takes 8 seeds of 600 steps (test_model; scripts/test-sanitize the first
+two: tests/sanitized.py); the long run, 10 seeds of
 4000 steps (test_model_long, marked `slow`), runs with
 `scripts/test -m slow tests/storage/test_model.py`.
 """
@@ -35,6 +36,7 @@ from kbroker.storage.log import Log
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 from kbroker.utils.time import MockTime
+from tests.sanitized import seeds
 
 TP = TopicPartition("model", 3)
 TS = 1_700_000_000_000
@@ -277,7 +279,7 @@ def run(path: str, seed: int, steps: int) -> None:
             model.manager.shutdown()
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", seeds(8))
 def test_model(tmp_path: object, seed: int) -> None:
     run(str(tmp_path), seed, 600)
 
