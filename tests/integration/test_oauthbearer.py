@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kbroker.broker import Broker
 from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
@@ -63,11 +64,10 @@ class IdentityProvider:
     def __init__(self) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.signing_key = self.key
+        self.signing_key, self.kid = self.key, "k1"
         self.claims: dict[str, Any] = {}
         self.tokens_issued = 0
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
-        self.jwks = json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]})
+        self.jwks = self._jwks({"k1": self.key})
         idp = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -103,13 +103,25 @@ class IdentityProvider:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
+    @staticmethod
+    def _jwks(keys: dict[str, Any]) -> str:
+        return json.dumps({"keys": [
+            {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid,
+             "use": "sig", "alg": "RS256"} for kid, key in keys.items()]})
+
+    def rotate(self) -> None:
+        """A new key k2 in the JWKS, signing from now on (k1 stays published)."""
+        old, self.key = self.key, rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.signing_key, self.kid = self.key, "k2"
+        self.jwks = self._jwks({"k1": old, "k2": self.key})
+
     def token(self, **claims: Any) -> str:
         now = int(time.time())
         base = {"sub": "carol", "aud": AUDIENCE, "iss": ISSUER, "iat": now, "exp": now + 300,
                 **self.claims, **claims}
         self.tokens_issued += 1
         return jwt.encode({k: v for k, v in base.items() if v is not None}, self.signing_key,
-                          algorithm="RS256", headers={"kid": "k1"})
+                          algorithm="RS256", headers={"kid": self.kid})
 
     def fetch_token(self) -> str:
         """A token from /token, as a client gets it."""
@@ -447,3 +459,60 @@ def test_kbroker_acls_with_oauthbearer_settings(broker: Broker, idp: IdentityPro
                              "--topic", topic], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
     assert "(principal=User:erin, host=*, operation=READ, permissionType=ALLOW)" in listed.stdout
+
+
+def _authenticate(broker: Broker, listener: str, token: str) -> tuple[WireClient, Any]:
+    c = WireClient(endpoint(broker, listener))
+    assert c.call(SaslHandshakeRequest(mechanism="OAUTHBEARER"), 1).error_code == 0
+    return c, c.call(SaslAuthenticateRequest(
+        auth_bytes=f"n,,\x01auth=Bearer {token}\x01\x01".encode()), 1)
+
+
+def test_a_rotated_key_is_fetched_when_a_token_names_it(tmp_path: Path) -> None:
+    """A token signed by a key id the broker's JWKS does not hold yet is refused, and
+    makes the broker read the JWKS again at once (its refresh.ms is an hour): a token of
+    the new key is then accepted."""
+    provider = IdentityProvider()
+    provider.thread.start()
+    props = {"listeners": "OIDC://127.0.0.1:0",
+             "listener.security.protocol.map": "OIDC:SASL_PLAINTEXT",
+             "log.dirs": str(tmp_path), "sasl.enabled.mechanisms": "OAUTHBEARER",
+             "listener.name.oidc.oauthbearer.sasl.server.callback.handler.class": OIDC_HANDLER,
+             "sasl.oauthbearer.jwks.endpoint.url": f"{provider.url}/jwks",
+             "sasl.oauthbearer.expected.audience": AUDIENCE}
+    b = Broker(props).start()
+    try:
+        c, r = _authenticate(b, "OIDC", provider.token())
+        c.close()
+        assert (r.error_code, r.auth_bytes) == (0, b"")
+        provider.rotate()
+        c, r = _authenticate(b, "OIDC", provider.token())
+        c.close()
+        assert r.auth_bytes == b'{"status":"invalid_token"}'  # not known yet: refused
+        deadline = time.monotonic() + 30
+        while True:  # until the early refresh has brought k2
+            c, r = _authenticate(b, "OIDC", provider.token())
+            c.close()
+            if r.auth_bytes == b"" or time.monotonic() > deadline:
+                break
+        assert (r.error_code, r.auth_bytes) == (0, b"")
+    finally:
+        b.stop()
+        provider.httpd.shutdown()
+        provider.httpd.server_close()
+        provider.thread.join(10)
+
+
+def test_the_session_ends_when_the_token_expires(broker: Broker) -> None:
+    def b64(o: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()
+    exp = time.time() + 2
+    token = f"{b64({'alg': 'none'})}.{b64({'sub': 'frank', 'exp': exp})}."
+    c, r = _authenticate(broker, "UNSECURED", token)
+    with c:
+        assert r.error_code == 0 and 0 < r.session_lifetime_ms <= 2000
+        assert c.call(MetadataRequest(topics=[]), 9).topics == []  # served while it lasts
+        while time.time() <= exp + 0.05:  # the named condition: the token's exp has passed
+            time.sleep(0.05)
+        c.send(MetadataRequest(topics=[]), 9)
+        assert c.is_closed_by_peer()  # Kafka's session expiry: the connection closes
