@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,7 +46,7 @@ def _b64_json(part: str, what: str) -> dict[str, Any]:
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
         value = json.loads(raw)
-    except (binascii.Error, ValueError) as e:
+    except (binascii.Error, ValueError, RecursionError) as e:  # RecursionError: deep nesting
         raise TokenInvalid(f"the token's {what} is not Base64URL-encoded JSON: {e}") from None
     if not isinstance(value, dict):
         raise TokenInvalid(f"the token's {what} is not a JSON object")
@@ -58,8 +59,8 @@ def _numeric_date_ms(claims: Mapping[str, Any], name: str, required: bool) -> in
         if required:
             raise TokenInvalid(f"the required claim {name} is missing")
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TokenInvalid(f"the claim {name} is not a number: {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TokenInvalid(f"the claim {name} is not a number: {str(value)[:32]}")
     return int(value * 1000)
 
 
@@ -135,7 +136,7 @@ class JwtValidator:
         s = self.settings
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as e:
+        except (jwt.PyJWTError, ValueError, TypeError, RecursionError) as e:
             raise TokenInvalid(f"not a JWS: {e}") from None
         alg, kid = header.get("alg"), header.get("kid")
         if alg not in ASYMMETRIC_ALGORITHMS:
@@ -150,7 +151,7 @@ class JwtValidator:
                 audience=list(s.expected_audience) or None, issuer=s.expected_issuer,
                 options={"require": ["exp", "iat"], "verify_exp": False, "verify_nbf": False,
                          "verify_iat": False})
-        except jwt.PyJWTError as e:
+        except (jwt.PyJWTError, ValueError, TypeError, RecursionError) as e:
             raise TokenInvalid(f"the JWT does not validate: {e}") from None
         exp = _numeric_date_ms(claims, "exp", True)
         assert exp is not None

@@ -181,6 +181,38 @@ def test_unsecured_validator_rules() -> None:
         assert e.value.status == "invalid_token", what
 
 
+def test_hostile_claims_are_invalid_tokens_never_crashes() -> None:
+    v = UnsecuredValidator(UnsecuredSettings(), Clock())
+    deep = base64.urlsafe_b64encode(b"[" * 100_000 + b"]" * 100_000).decode().rstrip("=")
+    raw = (b'{"sub":"a","exp":Infinity}', b'{"sub":"a","exp":NaN}', b'{"sub":"a","exp":1e400}')
+    for claims in [f"{_b64({'alg': 'none'})}.{deep}."] + [
+            f"{_b64({'alg': 'none'})}.{base64.urlsafe_b64encode(r).decode()}." for r in raw]:
+        with pytest.raises(TokenInvalid):
+            v.validate(claims)
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["aud", "iss", "exp", "iat", "nbf", "sub", "scope"]), JSON_VALUES)
+def test_oidc_validator_any_claim_value_is_valid_or_invalid_never_a_crash(
+        keys: dict, name: str, value: object) -> None:
+    v = _oidc(keys, Clock())
+    claims = {"sub": "alice", "aud": "kafka", "iss": "https://issuer.test",
+              "iat": NOW_MS // 1000, "exp": NOW_MS // 1000 + 300, name: value}
+    try:
+        token = jwt.encode(claims, keys["rsa"], algorithm="RS256", headers={"kid": "r1"})
+    except (TypeError, ValueError):
+        return  # not encodable as JSON
+    try:
+        v.validate(token)
+    except TokenInvalid:
+        pass
+
+
 def test_unsecured_validator_required_scope_and_claim_names() -> None:
     clock = Clock()
     v = UnsecuredValidator(UnsecuredSettings("user", "roles", ("read", "admin"), 0), clock)
