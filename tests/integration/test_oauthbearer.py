@@ -516,3 +516,31 @@ def test_the_session_ends_when_the_token_expires(broker: Broker) -> None:
             time.sleep(0.05)
         c.send(MetadataRequest(topics=[]), 9)
         assert c.is_closed_by_peer()  # Kafka's session expiry: the connection closes
+
+
+def test_librdkafka_reauthenticates_on_its_connections(tmp_path: Path) -> None:
+    """connections.max.reauth.ms=1500 (shorter than the hour-long tokens): the broker
+    tells librdkafka the session's lifetime and librdkafka re-authenticates (KIP-368)
+    with its token on the same connections, so over three sessions of producing no
+    connection is made again (one left to expire would be closed by the broker, and
+    reconnected)."""
+    b = Broker({"listeners": "UNSECURED://127.0.0.1:0",
+                "listener.security.protocol.map": "UNSECURED:SASL_PLAINTEXT",
+                "log.dirs": str(tmp_path), "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "connections.max.reauth.ms": "1500"}).start()
+    try:
+        producer = Producer(unsecured_conf(b, "gina", **{"message.timeout.ms": 10000}))
+        errors: list[Any] = []
+        producer.produce("reauth", b"first", on_delivery=lambda e, m: errors.append(e))
+        assert producer.flush(30) == 0
+        made = b.server.connections_created["UNSECURED"]
+        deadline = time.monotonic() + 4.5
+        while time.monotonic() < deadline:
+            producer.produce("reauth", b"x", on_delivery=lambda e, m: errors.append(e))
+            producer.poll(0.05)
+        assert producer.flush(15) == 0
+        assert errors and set(errors) == {None}
+        assert b.server.connections_created["UNSECURED"] == made
+        del producer
+    finally:
+        b.stop()
