@@ -47,7 +47,7 @@ from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
-from .security_support import endpoint
+from .security_support import endpoint, produce_for
 from .wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -530,15 +530,9 @@ def test_librdkafka_reauthenticates_on_its_connections(tmp_path: Path) -> None:
                 "connections.max.reauth.ms": "1500"}).start()
     try:
         producer = Producer(unsecured_conf(b, "gina", **{"message.timeout.ms": 10000}))
-        errors: list[Any] = []
-        producer.produce("reauth", b"first", on_delivery=lambda e, m: errors.append(e))
-        assert producer.flush(30) == 0
+        assert set(produce_for(producer, "reauth", 0.1)) == {None}  # connected, authenticated
         made = b.server.connections_created["UNSECURED"]
-        deadline = time.monotonic() + 4.5
-        while time.monotonic() < deadline:
-            producer.produce("reauth", b"x", on_delivery=lambda e, m: errors.append(e))
-            producer.poll(0.05)
-        assert producer.flush(15) == 0
+        errors = produce_for(producer, "reauth", 4.5)
         assert errors and set(errors) == {None}
         assert b.server.connections_created["UNSECURED"] == made
         del producer
