@@ -632,6 +632,7 @@ class Broker:
             self.services = state.request_services()
             server = SocketServer(self.services, loop, trace, self.request_metrics)
             self.server = server
+            await loop.run_in_executor(None, server.oauth.start)  # OIDC listeners' JWKS
             # A cluster broker serves nobody before it is registered (see listener.py).
             server.start(accepting=state.zk_broker is None)
             state.endpoints.update(_advertised(self.config, server))

@@ -124,7 +124,10 @@ def config_help() -> str:
         + TOPIC_CONFIGS.to_text(broker=False)
         + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted) + "\n"
         + "\nPer listener: listener.name.<listener>.<ssl.* or sasl.* key>, and\n"
-        "listener.name.<listener>.<mechanism>.sasl.jaas.config (the users of PLAIN)\n"
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config (the users of PLAIN, the\n"
+        "OAUTHBEARER unsecured validator's options) and\n"
+        "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class (the\n"
+        "OAUTHBEARER validator: docs/oauthbearer.md)\n"
     )
 
 

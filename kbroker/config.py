@@ -44,6 +44,7 @@ from kbroker.common.configs import (
     TOPIC_CONFIGS,
     accepted_without_effect,
 )
+from kbroker.security.oauth_settings import check_unprefixed_oidc_keys
 from kbroker.security.settings import (
     LISTENER_KEYS,
     PROTOCOL_IDS,
@@ -340,6 +341,7 @@ class BrokerConfig:
         values["listener_security"] = {
             x.name: listener_security(x.name, protocols[x.name], props, typed)
             for x in values["listeners"]}
+        check_unprefixed_oidc_keys(props, {n: s.oauth for n, s in values["listener_security"].items()})
         values["inter_broker_login"] = _check_inter_broker(props, typed, values)
         _check_inter_broker_principal(typed, values)
         if values["message_max_bytes"] > values["socket_request_max_bytes"]:
@@ -510,6 +512,10 @@ def _check_inter_broker(props: Mapping[str, str], typed: Mapping[str, Any],
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mech} must be included in "
                           f"sasl.enabled.mechanisms of the inter-broker listener {name}")
     if clustered and security.sasl:
+        if mech == "OAUTHBEARER":
+            raise ConfigError("sasl.mechanism.inter.broker.protocol: kbroker's brokers log in to "
+                              "each other with PLAIN or SCRAM; OAUTHBEARER (a token the broker "
+                              "would fetch for itself) is not implemented between brokers")
         return inter_broker_login(name, mech, props)
     return None
 

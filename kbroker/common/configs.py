@@ -147,7 +147,7 @@ _SERVER = (
          "machine (bench/README.md)."),
 )
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer",
                "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 
@@ -210,13 +210,36 @@ _SECURITY = (
     _key("ssl.engine.factory.class", Type.CLASS, None, Only(None, "TLS is Python's ssl"),
          "Refused: a Java SslEngineFactory cannot be loaded.", RO),
     _key("sasl.enabled.mechanisms", LIST, ("GSSAPI",), None,
-         "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
-         "(Kafka's default GSSAPI, Kerberos, is refused when a SASL listener uses it).",
+         "The SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+         "OAUTHBEARER (docs/oauthbearer.md) (Kafka's default GSSAPI, Kerberos, is refused when a SASL listener uses it).",
          PER_BROKER),
     _key("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None,
          "The mechanism brokers use with each other when the inter-broker listener is "
          "SASL: it must be enabled there (cluster mode's inter-broker listener is "
          "PLAINTEXT).", PER_BROKER),
+    # the OIDC validator of OAUTHBEARER (KIP-768, kbroker.security.oauth_settings)
+    _key("sasl.oauthbearer.jwks.endpoint.url", STRING, None, None,
+         "OAUTHBEARER's OIDC validator: the https, http or file URL of the JWKS whose keys "
+         "sign the tokens (read at startup, then every sasl.oauthbearer.jwks.endpoint."
+         "refresh.ms, and sooner for a token signed by a key id it does not hold)."),
+    _key("sasl.oauthbearer.jwks.endpoint.refresh.ms", LONG, 3600000, at_least(1),
+         "How often the OIDC validator reads the JWKS again."),
+    _key("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", LONG, 100, at_least(0),
+         "The first wait before a failed JWKS read is retried (doubling each time)."),
+    _key("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", LONG, 10000, at_least(0),
+         "The longest wait between JWKS read retries; past it the read gives up (at "
+         "startup: the broker does not start)."),
+    _key("sasl.oauthbearer.clock.skew.seconds", INT, 30, at_least(0),
+         "The clock difference the OIDC validator allows on exp and nbf."),
+    _key("sasl.oauthbearer.expected.audience", LIST, (), None,
+         "Audiences a token's aud must name one of; empty: a token with aud is refused "
+         "(as Kafka's jose4j refuses it)."),
+    _key("sasl.oauthbearer.expected.issuer", STRING, None, None,
+         "The iss a token must carry; unset: not checked."),
+    _key("sasl.oauthbearer.scope.claim.name", STRING, "scope", None,
+         "The claim holding a token's scope."),
+    _key("sasl.oauthbearer.sub.claim.name", STRING, "sub", None,
+         "The claim naming a token's principal (User:<it> for ACLs)."),
     _key("sasl.server.max.receive.size", INT, 524288, at_least(1),
          "The largest SASL token the broker reads before authentication; larger closes "
          "the connection."),

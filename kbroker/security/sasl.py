@@ -1,8 +1,11 @@
-"""The server side of SASL mechanisms: PLAIN (RFC 4616) and SCRAM (kbroker.security.scram).
+"""The server side of SASL mechanisms: PLAIN (RFC 4616), SCRAM (kbroker.security.scram) and
+OAUTHBEARER (kbroker.security.oauthbearer, with the listener's token validator).
 
 `authenticator(mechanism, ...)` gives an object whose `evaluate(token)` returns the
 next challenge and raises SaslFailure when authentication fails (its message is what
-Kafka sends the client); `complete` and `username` tell the outcome.
+Kafka sends the client); `complete` and `username` tell the outcome, and
+`credential_lifetime_ms` how long the credential has left (OAUTHBEARER's token; None:
+no bound), which bounds the session as Kafka's CREDENTIAL_LIFETIME_MS does.
 
 PLAIN's token is `[authzid] NUL authcid NUL password` (UTF-8); the password is
 compared with the JAAS config's `user_<authcid>` in constant time, also when the
@@ -15,6 +18,7 @@ import hmac
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from kbroker.security.oauthbearer import OAuthBearerServer, OAuthFailure, TokenValidator
 from kbroker.security.scram import MECHANISMS, ScramCredential, ScramError, ScramServer
 
 
@@ -29,10 +33,15 @@ class SaslServer(Protocol):
     @property
     def username(self) -> str | None: ...
 
+    @property
+    def credential_lifetime_ms(self) -> int | None: ...
+
     def evaluate(self, token: bytes) -> bytes: ...
 
 
 class PlainServer:
+    credential_lifetime_ms = None
+
     def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users
         self.complete = False
@@ -66,6 +75,8 @@ class PlainServer:
 
 
 class ScramSaslServer:
+    credential_lifetime_ms = None
+
     def __init__(self, mechanism: str,
                  lookup: Callable[[str, str], ScramCredential | None]) -> None:
         self.mechanism = mechanism
@@ -89,10 +100,36 @@ class ScramSaslServer:
             raise SaslFailure(str(e)) from None
 
 
+class OAuthBearerSaslServer:
+    def __init__(self, validator: TokenValidator) -> None:
+        self._server = OAuthBearerServer(validator)
+
+    @property
+    def complete(self) -> bool:
+        return self._server.complete
+
+    @property
+    def username(self) -> str | None:
+        return self._server.username
+
+    @property
+    def credential_lifetime_ms(self) -> int | None:
+        return self._server.credential_lifetime_ms
+
+    def evaluate(self, token: bytes) -> bytes:
+        try:
+            return self._server.evaluate(token)
+        except OAuthFailure as e:
+            raise SaslFailure(str(e)) from None
+
+
 def authenticator(mechanism: str, plain_users: Mapping[str, str],
-                  scram_lookup: Callable[[str, str], ScramCredential | None]) -> SaslServer:
+                  scram_lookup: Callable[[str, str], ScramCredential | None],
+                  oauth_validator: TokenValidator | None = None) -> SaslServer:
     if mechanism == "PLAIN":
         return PlainServer(plain_users)
     if mechanism in MECHANISMS:
         return ScramSaslServer(mechanism, scram_lookup)
+    if mechanism == "OAUTHBEARER" and oauth_validator is not None:
+        return OAuthBearerSaslServer(oauth_validator)
     raise ValueError(mechanism)

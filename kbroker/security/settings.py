@@ -17,6 +17,14 @@ from typing import Any
 from kbroker.common.config_def import ConfigError
 from kbroker.common.configs import BROKER_CONFIGS, SASL_MECHANISMS, SECURITY_PREFIXES
 from kbroker.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasModule, parse_jaas
+from kbroker.security.oauth_settings import (
+    CALLBACK_HANDLER_KEY,
+    OAUTHBEARER,
+    OAUTHBEARER_LOGIN_MODULE,
+    OIDC_KEYS,
+    OAuthSettings,
+    oauth_settings,
+)
 from kbroker.security.principal import PrincipalRules, parse_principal_rules
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -30,7 +38,7 @@ LISTENER_KEYS = frozenset(
     if k.name.startswith(("ssl.", "sasl.")) and k.name != "sasl.mechanism.inter.broker.protocol"
 ) | {"connections.max.reauth.ms"}
 _JAAS_MODULES = {"PLAIN": PLAIN_LOGIN_MODULE, "SCRAM-SHA-256": SCRAM_LOGIN_MODULE,
-                 "SCRAM-SHA-512": SCRAM_LOGIN_MODULE}
+                 "SCRAM-SHA-512": SCRAM_LOGIN_MODULE, OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE}
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ class ListenerSecurity:
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     sasl_max_receive_size: int = 524288
     reauth_ms: int = 0
+    oauth: OAuthSettings | None = None  # with OAUTHBEARER enabled
 
     @property
     def tls(self) -> bool:
@@ -83,16 +92,17 @@ def check_security_keys(props: Mapping[str, str], listener_names: set[str]) -> N
                 continue
             if name not in lowered:
                 raise ConfigError(f"{key}: listener {name!r} is not in listeners")
-        if key == "sasl.jaas.config":
-            raise ConfigError("sasl.jaas.config: a broker reads its JAAS config per listener "
-                              "and mechanism: listener.name.<listener>.<mechanism>.sasl.jaas.config")
+        if key in ("sasl.jaas.config", "sasl.server.callback.handler.class"):
+            raise ConfigError(f"{key}: a broker reads it per listener and mechanism: "
+                              f"listener.name.<listener>.<mechanism>.{key}")
         raise ConfigError(f"{key}: not a configuration kbroker implements (its TLS and SASL "
                           "keys are listed by `kbroker serve --help-config`)")
 
 
 def _mechanism_key(suffix: str) -> bool:
     mech, _, rest = suffix.partition(".")
-    return rest == "sasl.jaas.config" and mech.upper() in SASL_MECHANISMS
+    return ((rest == "sasl.jaas.config" and mech.upper() in SASL_MECHANISMS)
+            or suffix == CALLBACK_HANDLER_KEY)
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,7 @@ def listener_security(name: str, protocol: str, props: Mapping[str, str],
         ssl = _ssl_settings(get, named, prefix)
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = {}
+    oauth = None
     if protocol in SASL_PROTOCOLS:
         mechanisms = tuple(m.upper() for m in get("sasl.enabled.mechanisms"))
         if not mechanisms:
@@ -153,8 +164,14 @@ def listener_security(name: str, protocol: str, props: Mapping[str, str],
                     raise ConfigError(f"{prefix}plain.sasl.jaas.config: listener {name} enables "
                                       "PLAIN and has no JAAS config naming its users (user_<name>)")
                 plain_users = {k[5:]: v for k, v in jaas.options.items() if k.startswith("user_")}
+            if mech == OAUTHBEARER:
+                oauth = oauth_settings(name, prefix, props, jaas, get, named)
+    for key in (CALLBACK_HANDLER_KEY, *OIDC_KEYS):
+        if oauth is None and prefix + key in props:
+            raise ConfigError(f"{prefix}{key}: listener {name} does not enable OAUTHBEARER")
     return ListenerSecurity(name, protocol, ssl, mechanisms, plain_users,
-                            get("sasl.server.max.receive.size"), get("connections.max.reauth.ms"))
+                            get("sasl.server.max.receive.size"), get("connections.max.reauth.ms"),
+                            oauth)
 
 
 def _jaas(props: Mapping[str, str], prefix: str, mechanism: str) -> JaasModule | None:

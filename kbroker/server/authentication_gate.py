@@ -82,7 +82,8 @@ class AuthenticationGate:
         self.tls: TlsChannel | None = None
         if security.sasl:
             self.sasl = SaslAuthenticator(security, server.services.scram_credentials.get,
-                                          server.services.time.monotonic_ms)
+                                          server.services.time.monotonic_ms,
+                                          server.oauth.get(self.listener_name))
         if security.tls:
             self.tls = TlsChannel(server.ssl_context(self.listener_name))
         self.authenticated = self.sasl is None and self.tls is None

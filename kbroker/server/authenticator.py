@@ -13,9 +13,11 @@ States (a SASL listener's connection starts in HANDSHAKE):
 A handshake naming a mechanism the listener does not enable answers
 UNSUPPORTED_SASL_MECHANISM with the enabled ones, and the connection closes; a failed
 exchange answers SASL_AUTHENTICATION_FAILED with Kafka's message (raw tokens: the
-connection just closes), and the connection closes. With connections.max.reauth.ms > 0
-a session lasts that long: SaslAuthenticate v1+ tells the client (session_lifetime_ms),
-and a request other than SASL's after it ends closes the connection.
+connection just closes), and the connection closes. A session lasts
+connections.max.reauth.ms when that is > 0, and no longer than the credential (an
+OAUTHBEARER token's exp), as Kafka's SaslServerAuthenticator bounds it: SaslAuthenticate
+v1+ tells the client (session_lifetime_ms), and a request other than SASL's after it
+ends closes the connection.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from enum import Enum
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeResponse
+from kbroker.security.oauthbearer import TokenValidator
 from kbroker.security.principal import KafkaPrincipal
 from kbroker.security.sasl import SaslFailure, SaslServer, authenticator
 from kbroker.security.scram import ScramCredential
@@ -47,9 +50,10 @@ class SaslAuthenticator:
 
     def __init__(self, security: ListenerSecurity,
                  scram_lookup: Callable[[str, str], ScramCredential | None],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], oauth_validator: TokenValidator | None = None) -> None:
         self.security = security
         self._scram_lookup = scram_lookup
+        self._oauth_validator = oauth_validator
         self._now_ms = now_ms
         self.state = SaslState.HANDSHAKE
         self.mechanism: str | None = None
@@ -79,7 +83,8 @@ class SaslAuthenticator:
             return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                          mechanisms=enabled), True
         self.mechanism = mechanism
-        self._server = authenticator(mechanism, self.security.plain_users, self._scram_lookup)
+        self._server = authenticator(mechanism, self.security.plain_users, self._scram_lookup,
+                                     self._oauth_validator)
         self.state = SaslState.AUTHENTICATE if version >= 1 else SaslState.RAW
         return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled), False
 
@@ -106,10 +111,22 @@ class SaslAuthenticator:
             self.principal = principal
             self.state = SaslState.COMPLETE
             self.reauthenticating = False
+            session = _session_lifetime_ms(self.security.reauth_ms,
+                                           self._server.credential_lifetime_ms)
             self._server = None
-            reauth = self.security.reauth_ms
-            if reauth > 0:
-                self.session_expiry_ms = self._now_ms() + reauth
-                lifetime = reauth if version is not None and version >= 1 else 0
+            self.session_expiry_ms = None
+            if session is not None:
+                self.session_expiry_ms = self._now_ms() + session
+                lifetime = session if version is not None and version >= 1 else 0
         return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
                                         auth_bytes=challenge, session_lifetime_ms=lifetime), False
+
+
+def _session_lifetime_ms(reauth_ms: int, credential_ms: int | None) -> int | None:
+    """Kafka's calcCompletionTimesAndReturnSessionLifetimeMs: the shorter of
+    connections.max.reauth.ms (when > 0) and the credential's time left (never below 0);
+    None when neither bounds the session."""
+    if credential_ms is None:
+        return reauth_ms if reauth_ms > 0 else None
+    credential_ms = max(credential_ms, 0)
+    return min(credential_ms, reauth_ms) if reauth_ms > 0 else credential_ms

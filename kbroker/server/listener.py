@@ -33,6 +33,7 @@ import ssl
 from typing import TYPE_CHECKING
 
 from kbroker.config import Listener, per_ip_overrides
+from kbroker.security.oauth_validators import OAuthValidators
 from kbroker.security.settings import ListenerSecurity
 from kbroker.security.tls import server_context
 from kbroker.server.connection import Connection
@@ -180,6 +181,10 @@ class SocketServer:
         self.connections_created: dict[str, int] = {}
         self.connections_closed: dict[str, int] = {}
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        # OAUTHBEARER listeners' token validators; the broker runs oauth.start() (the
+        # JWKS reads) off the loop before start()
+        self.oauth = OAuthValidators({n: s.oauth for n, s in
+                                      services.config.listener_security.items()})
 
     def listener_security(self, name: str) -> ListenerSecurity:
         return self.services.config.listener_security[name]
@@ -310,4 +315,5 @@ class SocketServer:
     def close_all(self) -> None:
         for conn in list(self.connections):
             conn.close()
+        self.oauth.close()
         self.request_log.close()

@@ -13,7 +13,11 @@ the cluster), `--consumer` Read and Describe on the topics and Read on the group
 without a resource lists every ACL. `--command-config FILE` reads the client settings
 Kafka's tools read (security.protocol, sasl.mechanism, sasl.jaas.config with username
 and password, PEM ssl.truststore.location / ssl.keystore.location, ssl.key.password)
-and hands them to librdkafka under its names. Output is kafka-acls.sh's.
+and hands them to librdkafka under its names; with sasl.mechanism=OAUTHBEARER, the
+OAuthBearerLoginModule's unsecuredLoginStringClaim_sub (an unsecured token for that
+principal) or its clientId / clientSecret / scope with sasl.oauthbearer.token.endpoint.url
+(OIDC client credentials, Kafka's OAuthBearerLoginCallbackHandler). Output is
+kafka-acls.sh's.
 Exit status: 0 on success, 1 when the broker reports an error, 2 for bad arguments.
 """
 
@@ -85,9 +89,17 @@ def client_config(bootstrap: str, command_config: str | None) -> dict[str, Any]:
 
     for key, value in load_properties_file(command_config).items():
         if key == "sasl.jaas.config":
-            options = parse_jaas(key, value).options
-            conf["sasl.username"] = options.get("username", "")
-            conf["sasl.password"] = options.get("password", "")
+            module = parse_jaas(key, value)
+            if module.login_module.endswith(".OAuthBearerLoginModule"):
+                conf.update(_oauthbearer_login(module.options))
+                continue
+            conf["sasl.username"] = module.options.get("username", "")
+            conf["sasl.password"] = module.options.get("password", "")
+        elif key == "sasl.login.callback.handler.class":
+            if value != OIDC_LOGIN_HANDLER:
+                raise UsageError(f"{key}={value}: librdkafka can use {OIDC_LOGIN_HANDLER} "
+                                 "(OIDC client credentials) only")
+            conf["sasl.oauthbearer.method"] = "oidc"
         elif key == "ssl.truststore.location":
             conf["ssl.ca.location"] = value
         elif key == "ssl.keystore.location":
@@ -100,6 +112,27 @@ def client_config(bootstrap: str, command_config: str | None) -> dict[str, Any]:
         else:
             conf[key] = value  # security.protocol, sasl.mechanism, ssl.key.password, ...
     return conf
+
+
+OIDC_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+_OIDC_OPTIONS = {"clientId": "sasl.oauthbearer.client.id",
+                 "clientSecret": "sasl.oauthbearer.client.secret", "scope": "sasl.oauthbearer.scope"}
+
+
+def _oauthbearer_login(options: dict[str, str]) -> dict[str, str]:
+    """librdkafka's settings for the OAuthBearerLoginModule options of a Java client."""
+    out: dict[str, str] = {}
+    for option, value in options.items():
+        if option == "unsecuredLoginStringClaim_sub":
+            out["sasl.oauthbearer.config"] = f"principal={value}"
+            out["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
+        elif option in _OIDC_OPTIONS:
+            out[_OIDC_OPTIONS[option]] = value
+            out["sasl.oauthbearer.method"] = "oidc"
+        else:
+            raise UsageError(f"sasl.jaas.config: OAuthBearerLoginModule option {option} has no "
+                             "librdkafka counterpart kbroker hands on")
+    return out
 
 
 def _resources(args: argparse.Namespace, default_pattern: str) -> list[tuple[Any, str, Any]]:

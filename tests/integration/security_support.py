@@ -13,6 +13,7 @@ bob/bob-scram (SCRAM-SHA-512 only).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,18 @@ def add_scram_users(broker: Broker) -> None:
            for (user, m), pw in SCRAM_USERS.items()]
     for future in admin.alter_user_scram_credentials(ups).values():
         future.result(timeout=30)
+
+
+def produce_for(producer: Any, topic: str, seconds: float) -> list[Any]:
+    """Produce to `topic` for `seconds` (polling, which also serves re-authentication and
+    token refreshes), then flush: the delivery errors (None for each delivered record)."""
+    errors: list[Any] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"x", on_delivery=lambda e, m: errors.append(e))
+        producer.poll(0.05)
+    assert producer.flush(15) == 0
+    return errors
 
 
 def librdkafka_config(broker: Broker, pki: Pki, listener: str, mechanism: str | None = None,

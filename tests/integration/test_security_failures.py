@@ -33,6 +33,7 @@ from .security_support import (
     add_scram_users,
     endpoint,
     librdkafka_config,
+    produce_for,
     security_props,
 )
 from .tls_support import KEY_PASSWORD
@@ -250,12 +251,7 @@ def test_reauthentication_keeps_a_client_connected(pki, tmp_path) -> None:
         add_scram_users(broker)
         conf = librdkafka_config(broker, pki, "SASL_SSL", "SCRAM-SHA-256", "alice", "alice-scram")
         producer = confluent_kafka.Producer({**conf, "message.timeout.ms": 10000})
-        errors: list = []
-        deadline = time.monotonic() + 4.5
-        while time.monotonic() < deadline:
-            producer.produce("reauth", b"x", on_delivery=lambda e, m: errors.append(e))
-            producer.poll(0.05)
-        assert producer.flush(15) == 0
+        errors = produce_for(producer, "reauth", 4.5)
         assert errors and set(errors) == {None}
         with WireClient(endpoint(broker, "SASL_PLAINTEXT")) as c:
             assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
