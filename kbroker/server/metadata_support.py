@@ -7,7 +7,8 @@ APIs only a cluster serves (the controller's and the inter-broker ones),
 `require_zk()`, which gives the ZooKeeper side or raises ZkRequired: the handler
 then answers what a single broker answers.
 
-    SingleBrokerSupport  no ZooKeeper: the topic registry is the metadata, always ready
+    SingleBrokerSupport  no ZooKeeper: the topic registry is the metadata, always ready;
+                         dynamic broker configs in files beside the logs
     ZkSupport            the ZkBroker (controller, AdminZkClient, dynamic configs) and the
                          ZkMetadataCache the controller feeds with UpdateMetadata
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from kbroker.common.topic_partition import TopicPartition
     from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
     from kbroker.coordinator.transaction_topic import TransactionTopic
+    from kbroker.metadata.dynamic_broker_store import LocalDynamicBrokerConfigs
     from kbroker.server.api_spec import ApiSpec
     from kbroker.server.config_describe import ConfigSource
     from kbroker.storage.log_manager import LogManager
@@ -75,11 +77,28 @@ class MetadataSupport(ABC):
 
     def live_config_keys(self) -> frozenset[str]:
         """The broker configs that change while it runs (DescribeConfigs' read_only)."""
-        return frozenset()
+        from kbroker.cluster.dynamic_config import LIVE_KEYS
 
-    def dynamic_config_layers(self) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
-        """The dynamic broker configs above server.properties, highest first (None: none)."""
-        return None
+        return LIVE_KEYS
+
+    def dynamic_config_layers(self) -> list[tuple[ConfigSource, Mapping[str, str]]]:
+        """The dynamic broker configs above server.properties, highest first."""
+        from kbroker.server.config_describe import ConfigSource
+
+        d = self.dynamic
+        return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
+                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
+                (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
+
+    @property
+    @abstractmethod
+    def dynamic(self) -> DynamicBrokerConfig:
+        """This broker's dynamic config layers (the cluster default, its own)."""
+
+    @abstractmethod
+    async def alter_broker_config(self, entity: str, layer: dict[str, str]) -> None:
+        """Store a dynamic layer ("<default>" or this broker's id), checked by the caller;
+        the broker applies it while running."""
 
     @abstractmethod
     def ensure_transaction_topic(self) -> bool:
@@ -90,10 +109,20 @@ class SingleBrokerSupport(MetadataSupport):
     """No ZooKeeper: this broker is the whole cluster and leads every partition."""
 
     def __init__(self, transaction_topic: TransactionTopic,
-                 txn_coordinator: TransactionCoordinator, api_table: dict[int, ApiSpec]) -> None:
+                 txn_coordinator: TransactionCoordinator, api_table: dict[int, ApiSpec],
+                 broker_configs: LocalDynamicBrokerConfigs) -> None:
         super().__init__(transaction_topic)
         self.txn_coordinator = txn_coordinator
         self._api_table = api_table
+        self._broker_configs = broker_configs
+
+    @property
+    def dynamic(self) -> DynamicBrokerConfig:
+        """This broker's dynamic config layers, as its log dir's files have them."""
+        return self._broker_configs.dynamic
+
+    async def alter_broker_config(self, entity: str, layer: dict[str, str]) -> None:
+        self._broker_configs.alter(entity, layer)
 
     def api_table(self) -> dict[int, ApiSpec]:
         return self._api_table
@@ -193,19 +222,6 @@ class ZkSupport(MetadataSupport):
             log.warning("removing %d stray partition logs of deleted topics: %s", len(doomed),
                         ", ".join(str(tp) for tp in doomed[:10]))
             self.log_manager.delete_logs(doomed)
-
-    def live_config_keys(self) -> frozenset[str]:
-        from kbroker.cluster.dynamic_config import LIVE_KEYS
-
-        return LIVE_KEYS
-
-    def dynamic_config_layers(self) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
-        from kbroker.server.config_describe import ConfigSource
-
-        d = self.dynamic
-        return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
-                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
-                (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
 
     def ensure_transaction_topic(self) -> bool:
         """Written to ZooKeeper; the controller elects its leaders (and so coordinators)."""
