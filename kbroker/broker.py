@@ -66,11 +66,13 @@ from kbroker.coordinator.txn_marker_writer import MarkerWriter
 from kbroker.metadata.dynamic_broker_store import LocalDynamicBrokerConfigs
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.protocol.api_key import ApiKey
 from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_values
 from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.broker_phase import BrokerPhase
+from kbroker.server.forwarding import ENVELOPE_API
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
 from kbroker.server.request_services import CurrentBrokerConfig, RequestServices, local_log
 from kbroker.server.topic_admin import SingleBrokerTopicAdmin, TopicAdmin
@@ -210,7 +212,8 @@ class BrokerComponents:
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
         else:
             zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
-                           self.replica_manager, self.log_manager, CLUSTER_API_TABLE)
+                           self.replica_manager, self.log_manager,
+                           {**CLUSTER_API_TABLE, ApiKey.ENVELOPE: ENVELOPE_API})
             self.support = zk
             self.topic_admin = ZkTopicAdmin(self.current_config, config.node_id, self.topics,
                                             self.cluster, zk)

@@ -9,8 +9,9 @@ then answers what a single broker answers.
 
     SingleBrokerSupport  no ZooKeeper: the topic registry is the metadata, always ready;
                          dynamic broker configs in files beside the logs
-    ZkSupport            the ZkBroker (controller, AdminZkClient, dynamic configs) and the
-                         ZkMetadataCache the controller feeds with UpdateMetadata
+    ZkSupport            the ZkBroker (controller, AdminZkClient, dynamic configs, the
+                         forwarding to the controller) and the ZkMetadataCache the
+                         controller feeds with UpdateMetadata
 
 Owns: ZkSupport, the requests waiting for the next UpdateMetadata and whether the stray
 logs were looked for; otherwise references (the ZkBroker, the cache, the transaction
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
     from kbroker.coordinator.transaction_topic import TransactionTopic
     from kbroker.metadata.dynamic_broker_store import LocalDynamicBrokerConfigs
+    from kbroker.protocol.messages.envelope import EnvelopeRequest
     from kbroker.server.api_spec import ApiSpec
     from kbroker.server.config_describe import ConfigSource
     from kbroker.storage.log_manager import LogManager
@@ -89,6 +91,23 @@ class MetadataSupport(ABC):
         return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
                 (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
                 (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
+
+    def forwarding(self) -> bool:
+        """Requests only the controller answers go to another broker (KIP-590)."""
+        return False
+
+    def is_controller(self) -> bool:
+        """This broker answers the controller's requests (a single broker always does)."""
+        return True
+
+    def inter_broker_listener(self) -> str | None:
+        """The listener other brokers reach this one on (None: a single broker)."""
+        return None
+
+    async def forward(self, envelope: EnvelopeRequest) -> bytes:
+        """The controller's answer (response_data) to a forwarded request: KafkaError
+        REQUEST_TIMED_OUT / UNKNOWN_SERVER_ERROR when there is none."""
+        raise ZkRequired()
 
     @property
     @abstractmethod
@@ -222,6 +241,18 @@ class ZkSupport(MetadataSupport):
             log.warning("removing %d stray partition logs of deleted topics: %s", len(doomed),
                         ", ".join(str(tp) for tp in doomed[:10]))
             self.log_manager.delete_logs(doomed)
+
+    def forwarding(self) -> bool:
+        return not self.controller.active
+
+    def is_controller(self) -> bool:
+        return self.controller.active
+
+    def inter_broker_listener(self) -> str | None:
+        return self._zk_broker.listener
+
+    async def forward(self, envelope: EnvelopeRequest) -> bytes:
+        return await self._zk_broker.forwarding.forward(envelope)
 
     def ensure_transaction_topic(self) -> bool:
         """Written to ZooKeeper; the controller elects its leaders (and so coordinators)."""
