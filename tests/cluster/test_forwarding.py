@@ -4,7 +4,8 @@ ElectLeaders, ListPartitionReassignments and DeleteTopics sent to a non-controll
 (kbroker's wire client on that broker alone: the admin clients send them to the
 controller Metadata names) are answered as the controller answers them, where they
 used to get NOT_CONTROLLER; the controller stopped meanwhile, the forwarding broker finds
-the next one. The Envelope itself: only the controller opens it, and the request inside
+the next one; kafka-python's KafkaAdminClient holding the old controller's id has its
+CreateTopics forwarded by that broker. The Envelope itself: only the controller opens it, and the request inside
 is answered under the client's correlation id. ACLs with forwarding:
 tests/cluster/test_cluster_acls.py."""
 
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
 
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
@@ -171,20 +174,36 @@ def test_only_the_controller_opens_an_envelope(cluster: Cluster) -> None:
 
 
 def test_the_controller_stopped_the_forwarding_broker_finds_the_next(cluster: Cluster) -> None:
+    """Then kafka-python's admin client, which learnt the controller before it moved, sends
+    its next CreateTopics to the old controller, restarted and a follower now: that broker
+    forwards it, where it used to answer NOT_CONTROLLER (the client would then ask
+    Metadata again: its controller id, a private attribute, shows it did not)."""
     controller = _controller(cluster)
     other = next(b for b in sorted(cluster.brokers) if b != controller)
-    cluster.stop_broker(controller)
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=60000)
     try:
-        name = f"fwd-moved-{uuid.uuid4().hex[:8]}"
-        # sent at once: the forwarder retries until ZooKeeper names the next controller;
-        # a client gets either the answer or a retriable error, and its retry succeeds
-        result = _call(cluster, other, _create(name, rf=2), 7).topics[0]
-        retriable = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
-        if result.error_code in retriable:
+        first = f"fwd-kp-{uuid.uuid4().hex[:8]}"
+        kp.create_topics([KpNewTopic(first, 1, 2)])
+        assert kp._controller_id == controller
+        cluster.stop_broker(controller)
+        try:
+            name = f"fwd-moved-{uuid.uuid4().hex[:8]}"
+            # sent at once: the forwarder retries until ZooKeeper names the next controller;
+            # a client gets either the answer or a retriable error, and its retry succeeds
             result = _call(cluster, other, _create(name, rf=2), 7).topics[0]
-        assert result.error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), \
-            result.error_message
+            retriable = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
+            if result.error_code in retriable:
+                result = _call(cluster, other, _create(name, rf=2), 7).topics[0]
+            assert result.error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), \
+                result.error_message
+            assert _controller(cluster) != controller
+            wait_for_leader(cluster, name, 0)
+        finally:
+            cluster.restart(controller)
         assert _controller(cluster) != controller
-        wait_for_leader(cluster, name, 0)
+        second = f"fwd-kp-{uuid.uuid4().hex[:8]}"
+        kp.create_topics([KpNewTopic(second, 1, 2)])
+        assert kp._controller_id == controller  # sent to the old controller, answered
+        wait_for_leader(cluster, second, 0)
     finally:
-        cluster.restart(controller)
+        kp.close()
