@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kbroker.cluster.broker_topic_stats import BrokerTopicStats
+from kbroker.cluster.dynamic_config import DynamicBrokerConfig
 from kbroker.cluster.fetch_session import FetchSessionCache
 from kbroker.cluster.metadata_cache import (
     ClusterView,
@@ -62,13 +63,16 @@ from kbroker.coordinator.transaction_state_manager import TransactionConfig, Tra
 from kbroker.coordinator.transaction_topic import TransactionTopic
 from kbroker.coordinator.txn_marker_channel import NO_PARTITION, TransactionMarkerChannel
 from kbroker.coordinator.txn_marker_writer import MarkerWriter
+from kbroker.metadata.dynamic_broker_store import LocalDynamicBrokerConfigs
 from kbroker.metadata.meta_properties import ensure_meta_properties
 from kbroker.metadata.topic_registry import REGISTRY_FILE, TopicInfo, TopicRegistry
+from kbroker.protocol.api_key import ApiKey
 from kbroker.security.authorizer import ACLS_FILE, AclAuthorizer
 from kbroker.security.credentials import CREDENTIALS_FILE, ScramCredentialStore
 from kbroker.security.quotas import QUOTAS_FILE, ClientQuotas, quota_values
 from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.broker_phase import BrokerPhase
+from kbroker.server.forwarding import ENVELOPE_API
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
 from kbroker.server.request_services import CurrentBrokerConfig, RequestServices, local_log
 from kbroker.server.topic_admin import SingleBrokerTopicAdmin, TopicAdmin
@@ -109,7 +113,8 @@ class BrokerComponents:
     (SingleBrokerTopicAdmin / ZkTopicAdmin).
 
     Built as Kafka's KafkaServer.startup builds things: each object is given what it
-    needs in its constructor, in dependency order (log dirs locked, LogManager, the
+    needs in its constructor, in dependency order (log dirs locked, a single broker's
+    dynamic broker configs from beside its logs, LogManager, the
     topic catalog; in cluster mode the ZkBroker, not yet connected, with its fetchers
     and AlterPartition channel; ReplicaManager; the coordinators; credentials, quotas,
     ACLs, each with its storage: files of the first log dir, or ZooKeeper's writers;
@@ -136,10 +141,12 @@ class BrokerComponents:
         self.shutting_down = False
 
     def _open_stores(self, config: BrokerConfig, time: Time) -> None:
+        self.local_broker_configs: LocalDynamicBrokerConfigs | None = None
         if self.clustered:  # the cluster id comes from ZooKeeper (connect_cluster)
             self.cluster_id = config.cluster_id or ""
         else:
             self.cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, config.cluster_id)
+            config = self._load_local_broker_configs(config)
         self.log_manager = LogManager(
             list(config.log_dirs),
             self.default_log_config,
@@ -196,15 +203,17 @@ class BrokerComponents:
         self.topic_admin: TopicAdmin
         self.producer_id_manager: ProducerIdManager | ZkProducerIdManager
         if self.zk_broker is None:
-            assert self.registry is not None
-            self.support = SingleBrokerSupport(self.transaction_topic, self.txn_coordinator, API_TABLE)
+            assert self.registry is not None and self.local_broker_configs is not None
+            self.support = SingleBrokerSupport(self.transaction_topic, self.txn_coordinator, API_TABLE,
+                                               self.local_broker_configs)
             self.topic_admin = SingleBrokerTopicAdmin(
                 self.current_config, config.node_id, self.registry, self.cluster, self.log_manager,
                 self.replica_manager, self.group_coordinator, self.topic_stats)
             self.producer_id_manager = ProducerIdManager(config.log_dirs[0])
         else:
             zk = ZkSupport(self.transaction_topic, self.zk_broker, self.metadata_cache,
-                           self.replica_manager, self.log_manager, CLUSTER_API_TABLE)
+                           self.replica_manager, self.log_manager,
+                           {**CLUSTER_API_TABLE, ApiKey.ENVELOPE: ENVELOPE_API})
             self.support = zk
             self.topic_admin = ZkTopicAdmin(self.current_config, config.node_id, self.topics,
                                             self.cluster, zk)
@@ -309,16 +318,34 @@ class BrokerComponents:
         if entity is not None:
             self.client_quotas.set_entity(entity, quota_values(entity_config))
 
-    def apply_broker_config(self, props: Mapping[str, str]) -> None:
-        """Dynamic broker configs changed (cluster mode): the new effective config, applied
-        while running. Logs without a topic override take the new topic defaults."""
+    def _load_local_broker_configs(self, config: BrokerConfig) -> BrokerConfig:
+        """A single broker, before its logs open: its dynamic broker configs, from the files
+        beside its logs (kbroker.metadata.dynamic_broker_store), over server.properties."""
+        self.local_broker_configs = LocalDynamicBrokerConfigs(
+            config.log_dirs[0], DynamicBrokerConfig(config.props, config.node_id),
+            self.apply_broker_config)
+        dynamic = self.local_broker_configs.load()
+        if dynamic is not None:
+            self._take_broker_config(dynamic)
+        return self.config
+
+    def _take_broker_config(self, props: Mapping[str, str]) -> LogConfig | None:
+        """The new effective config from these props (None: they do not validate)."""
         try:
             config = BrokerConfig.from_props(props)
             default = config.log_config()
         except ConfigError as e:  # checked before it was stored; another version wrote it?
             log.error("ignoring dynamic broker configs that do not validate: %s", e)
-            return
+            return None
         self.current_config.update(config, default)
+        return default
+
+    def apply_broker_config(self, props: Mapping[str, str]) -> None:
+        """Dynamic broker configs changed: the new effective config, applied while running.
+        Logs without a topic override take the new topic defaults."""
+        default = self._take_broker_config(props)
+        if default is None:
+            return
         manager = self.log_manager
         manager.reconfigure_default_config(default)
         for topic in {tp.topic for tp in manager.all_logs()}:
@@ -329,7 +356,7 @@ class BrokerComponents:
             except ValueError as e:
                 log.warning("topic %s keeps its config: %s", topic, e)
         if self.zk_broker is not None:
-            self.zk_broker.reconfigure(config)
+            self.zk_broker.reconfigure(self.config)
         log.info("broker configs changed dynamically: %s", {
             k: v for k, v in props.items() if self.config.props.get(k) == v and k not in (
                 "log.dirs", "listeners")})

@@ -58,7 +58,7 @@ from kbroker.storage.log_config import LogConfig
 
 __all__ = [
     "DEFAULT_LOG_DIR", "BrokerConfig", "ConfigError", "Listener", "broker_config",
-    "load_properties_file", "parse_override", "parse_properties",
+    "format_properties", "load_properties_file", "parse_override", "parse_properties",
 ]
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,28 @@ def _unescape(value: str) -> str:
         return value
     escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
     return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(1)), value)
+
+
+def format_properties(props: Mapping[str, str]) -> str:
+    """java.util.Properties text of `props` (what Properties.store writes, less its
+    date comment): one `key=value` line each, sorted, escaped so parse_properties
+    reads back the same dict."""
+
+    def escape(text: str, specials: str) -> str:
+        out = text.replace("\\", "\\\\")
+        for c, e in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\f", "\\f")):
+            out = out.replace(c, e)
+        for c in specials:
+            out = out.replace(c, "\\" + c)
+        return out
+
+    lines = []
+    for key in sorted(props):
+        value = escape(props[key], "")
+        if value[:1] in (" ", "#", "!"):
+            value = "\\" + value
+        lines.append(f"{escape(key, '=: #!')}={value}\n")
+    return "".join(lines)
 
 
 def load_properties_file(path: str) -> dict[str, str]:

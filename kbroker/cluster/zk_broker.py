@@ -13,7 +13,8 @@ Start, in order:
 
 Then: high watermark checkpoints (replica.high.watermark.checkpoint.interval.ms); the
 leaders' ISR changes to the controller (AlterPartition, alter_partition_manager.py);
-re-registration after a session expiry; on stop, a controlled shutdown
+re-registration after a session expiry; the admin requests this broker forwards to the
+controller (KIP-590, `forwarding`: forwarding_manager.py); on stop, a controlled shutdown
 (controlled.shutdown.enable) before the session closes.
 
 Built before the ReplicaManager, which is given its `fetchers`, `alter_partitions` and
@@ -49,6 +50,7 @@ from kbroker.cluster.alter_partition_manager import AlterPartitionManager
 from kbroker.cluster.broker_channel import BrokerChannel
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
 from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from kbroker.cluster.forwarding_manager import ForwardingManager
 from kbroker.cluster.metadata_cache import ZkMetadataCache
 from kbroker.cluster.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from kbroker.cluster.zk_admin import AdminZkClient
@@ -122,6 +124,9 @@ class ZkBroker:
         self.alter_partitions = AlterPartitionManager(
             self.broker_id, self._channel_to_controller, lambda: self.broker_epoch,
             config.request_timeout_ms / 1000)
+        self.forwarding = ForwardingManager(
+            self.broker_id, self._controller_id, self._endpoint_of, config.inter_broker_login,
+            config.request_timeout_ms)
         self.cluster_id = ""
         self.broker_epoch = -1
         self.registration: BrokerRegistration | None = None
@@ -293,6 +298,7 @@ class ZkBroker:
         await self.controller.shutdown()
         if self._controller_channel is not None:
             self._controller_channel.close()
+        self.forwarding.close()
         await self.zk.close()
 
     # -- the controller's address ---------------------------------------------------------------
@@ -305,10 +311,13 @@ class ZkBroker:
         endpoint = node.endpoints.get(self.listener) if node is not None else None
         return endpoint or self.live_leaders.get(broker_id)
 
+    def _controller_id(self) -> int:
+        """The controller: ZooKeeper's (the freshest), else the metadata's; -1: none known."""
+        controller = self.controller.active_controller_id
+        return controller if controller >= 0 else self.metadata.controller_id
+
     def _channel_to_controller(self) -> BrokerChannel | None:
-        controller = self.controller.active_controller_id  # from ZooKeeper: the freshest
-        if controller < 0:
-            controller = self.metadata.controller_id
+        controller = self._controller_id()
         if controller < 0:
             return None
         if self._controller_channel is None or self._controller_channel_target != controller:

@@ -151,6 +151,7 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.UPDATE_METADATA: _cluster("CLUSTER_ACTION"),
     ApiKey.CONTROLLED_SHUTDOWN: _cluster("CLUSTER_ACTION"),
     ApiKey.ALTER_PARTITION: _cluster("CLUSTER_ACTION"),
+    ApiKey.ENVELOPE: _cluster("CLUSTER_ACTION"),  # a forwarding broker (KIP-590)
 }
 
 # APIs whose handlers make Kafka's checks themselves (per topic, group or id), and those

@@ -7,11 +7,12 @@ Per resource, as Kafka 3.9's ConfigAdminManager.preprocess and
 ZkAdminManager.alterConfigs: a resource listed twice -> INVALID_REQUEST; a
 TOPIC (2) that does not exist -> UNKNOWN_TOPIC_OR_PARTITION; an unknown or
 ill-typed config -> INVALID_CONFIG; a BROKER (4) resource must name this
-broker (INVALID_REQUEST otherwise). On a single broker any change to it ->
-INVALID_CONFIG ("Cannot update these configs dynamically"); in a cluster the keys
-kbroker applies live (kbroker.cluster.dynamic_config.LIVE_KEYS) are stored in
-ZooKeeper as Kafka's dynamic broker configs (name "": the cluster-wide default) and
-others -> INVALID_CONFIG; BROKER_LOGGER (8) levels change live through
+broker (INVALID_REQUEST otherwise). The keys kbroker applies live
+(kbroker.cluster.dynamic_config.LIVE_KEYS) are Kafka's dynamic broker configs (name "":
+the cluster-wide default), stored by the support object (a cluster: in ZooKeeper; a
+single broker: in files beside its logs, kbroker.metadata.dynamic_broker_store); others
+-> INVALID_CONFIG, the message saying why (a feature kbroker lacks, such as Kerberos, or
+a key it reads only at start); BROKER_LOGGER (8) levels change live through
 IncrementalAlterConfigs (kbroker.server.broker_loggers); other resource types
 -> INVALID_REQUEST.
 """
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, LIVE_KEYS, DynamicBrokerConfig
+from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from kbroker.common.config_def import ConfigDef, ConfigError
 from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
@@ -31,7 +32,7 @@ from kbroker.config import BrokerConfig
 from kbroker.server import authorization as authz
 from kbroker.server import broker_loggers
 from kbroker.server.config_describe import ResourceType
-from kbroker.server.metadata_support import ZkRequired, ZkSupport
+from kbroker.server.metadata_support import MetadataSupport
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 from kbroker.storage.log_config import LogConfig
@@ -93,20 +94,7 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
     if res.resource_type == ResourceType.BROKER:
         if res.resource_name != "":
             services.topic_admin.check_broker_name(res.resource_name)
-        try:
-            zk = services.support.require_zk()
-        except ZkRequired:
-            zk = None
-        if zk is not None:
-            await _alter_dynamic_broker(zk, res, plan, validate_only)
-            return
-        if res.configs:
-            names = ", ".join(sorted({c.name for c in res.configs}))
-            raise AdminError(
-                ErrorCode.INVALID_CONFIG,
-                f"Cannot update these configs dynamically: {names} (kbroker has no dynamic "
-                "broker configs; set them in server.properties)",
-            )
+        await _alter_dynamic_broker(services.support, res, plan, validate_only)
         return
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
@@ -120,11 +108,12 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
     log.info("topic %s configs now %s", info.name, overrides)
 
 
-async def _alter_dynamic_broker(zk: ZkSupport, res: Any, plan: Planner,
+async def _alter_dynamic_broker(support: MetadataSupport, res: Any, plan: Planner,
                                 validate_only: bool) -> None:
-    """Cluster mode: a change of the cluster-wide default ("") or this broker's dynamic
-    configs, checked against the whole config it would make, stored in ZooKeeper."""
-    dynamic = zk.dynamic
+    """A change of the cluster-wide default ("") or this broker's dynamic configs, checked
+    against the whole config it would make, stored (ZooKeeper, or the single broker's
+    files) and applied."""
+    dynamic = support.dynamic
     entity = DEFAULT_ENTITY if res.resource_name == "" else res.resource_name
     below = dict(dynamic.static) if entity == DEFAULT_ENTITY else {**dynamic.static,
                                                                     **dynamic.cluster_default}
@@ -133,9 +122,8 @@ async def _alter_dynamic_broker(zk: ZkSupport, res: Any, plan: Planner,
         k for k, v in layer.items() if dynamic.layer(entity).get(k) != v})
     if refused:
         raise AdminError(ErrorCode.INVALID_CONFIG,
-                         f"Cannot update these configs dynamically: {', '.join(refused)} (kbroker "
-                         "changes these while running: "
-                         f"{', '.join(sorted(LIVE_KEYS))})")
+                         f"Cannot update these configs dynamically: {', '.join(refused)} "
+                         f"({'; '.join(_why_not_live(refused))})")
     trial = DynamicBrokerConfig(dynamic.static, dynamic.broker_id)
     trial.set_layer(DEFAULT_ENTITY, dynamic.cluster_default)
     trial.set_layer(str(dynamic.broker_id), dynamic.per_broker)
@@ -145,8 +133,36 @@ async def _alter_dynamic_broker(zk: ZkSupport, res: Any, plan: Planner,
     except ConfigError as e:
         raise AdminError(ErrorCode.INVALID_CONFIG, str(e)) from None
     if not validate_only:
-        await zk.alter_broker_config(entity, layer)
+        await support.alter_broker_config(entity, layer)
         log.info("dynamic broker configs of %s now %s", entity, layer)
+
+
+# Kafka's dynamic broker keys for what kbroker does not have: the refusal says which.
+_ABSENT = (
+    (("sasl.kerberos.",), "kbroker has no Kerberos (SASL/GSSAPI)"),
+    (("sasl.login.", "sasl.oauthbearer.", "sasl.jaas.config"),
+     "kbroker has no pluggable SASL login modules"),
+    (("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+      "replica.alter.log.dirs.io.max.bytes.per.second"), "kbroker has no replication quotas"),
+    (("num.io.threads", "num.network.threads", "background.threads"),
+     "kbroker has no such thread pools (one event loop serves the requests)"),
+    (("metric.reporters",), "kbroker has no pluggable metric reporters"),
+    (("remote.log.",), "kbroker has no tiered storage"),
+)
+
+
+def _why_not_live(names: Sequence[str]) -> list[str]:
+    """Per refused key, why: a feature kbroker lacks, a key it does not know, or one it
+    reads only at start (set it in server.properties)."""
+    reasons: dict[str, list[str]] = {}
+    for name in names:
+        why = next((w for prefixes, w in _ABSENT if name.startswith(prefixes)), None)
+        if why is None and name not in BROKER_CONFIGS:
+            why = "not a broker config kbroker knows"
+        if why is None:
+            why = "kbroker reads these only at start: set them in server.properties"
+        reasons.setdefault(why, []).append(name)
+    return [f"{', '.join(keys)}: {why}" for why, keys in reasons.items()]
 
 
 def _topic_inherited(config: LogConfig) -> Inherited:

@@ -12,9 +12,11 @@ each broker synonym that has a built-in default (DEFAULT_CONFIG); the entry's
 source is the first synonym's, or DEFAULT_CONFIG when there is none.
 
 A broker's configs (resource type BROKER, name = node.id) are every key of
-BROKER_CONFIGS: STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG. kbroker
-applies no broker config at run time (AlterConfigs refuses them), so all of them
-are read-only whatever Kafka's update mode.
+BROKER_CONFIGS, from the strongest layer that sets it: DYNAMIC_BROKER_CONFIG (this
+broker's dynamic configs), DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster-wide default),
+STATIC_BROKER_CONFIG (server.properties), else DEFAULT_CONFIG. Only the keys kbroker
+changes while running (`live_keys`) are writable; the rest are read-only whatever
+Kafka's update mode.
 """
 
 from __future__ import annotations

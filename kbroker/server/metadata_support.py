@@ -7,9 +7,11 @@ APIs only a cluster serves (the controller's and the inter-broker ones),
 `require_zk()`, which gives the ZooKeeper side or raises ZkRequired: the handler
 then answers what a single broker answers.
 
-    SingleBrokerSupport  no ZooKeeper: the topic registry is the metadata, always ready
-    ZkSupport            the ZkBroker (controller, AdminZkClient, dynamic configs) and the
-                         ZkMetadataCache the controller feeds with UpdateMetadata
+    SingleBrokerSupport  no ZooKeeper: the topic registry is the metadata, always ready;
+                         dynamic broker configs in files beside the logs
+    ZkSupport            the ZkBroker (controller, AdminZkClient, dynamic configs, the
+                         forwarding to the controller) and the ZkMetadataCache the
+                         controller feeds with UpdateMetadata
 
 Owns: ZkSupport, the requests waiting for the next UpdateMetadata and whether the stray
 logs were looked for; otherwise references (the ZkBroker, the cache, the transaction
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from kbroker.common.topic_partition import TopicPartition
     from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
     from kbroker.coordinator.transaction_topic import TransactionTopic
+    from kbroker.metadata.dynamic_broker_store import LocalDynamicBrokerConfigs
+    from kbroker.protocol.messages.envelope import EnvelopeRequest
     from kbroker.server.api_spec import ApiSpec
     from kbroker.server.config_describe import ConfigSource
     from kbroker.storage.log_manager import LogManager
@@ -75,11 +79,45 @@ class MetadataSupport(ABC):
 
     def live_config_keys(self) -> frozenset[str]:
         """The broker configs that change while it runs (DescribeConfigs' read_only)."""
-        return frozenset()
+        from kbroker.cluster.dynamic_config import LIVE_KEYS
 
-    def dynamic_config_layers(self) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
-        """The dynamic broker configs above server.properties, highest first (None: none)."""
+        return LIVE_KEYS
+
+    def dynamic_config_layers(self) -> list[tuple[ConfigSource, Mapping[str, str]]]:
+        """The dynamic broker configs above server.properties, highest first."""
+        from kbroker.server.config_describe import ConfigSource
+
+        d = self.dynamic
+        return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
+                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
+                (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
+
+    def forwarding(self) -> bool:
+        """Requests only the controller answers go to another broker (KIP-590)."""
+        return False
+
+    def is_controller(self) -> bool:
+        """This broker answers the controller's requests (a single broker always does)."""
+        return True
+
+    def inter_broker_listener(self) -> str | None:
+        """The listener other brokers reach this one on (None: a single broker)."""
         return None
+
+    async def forward(self, envelope: EnvelopeRequest) -> bytes:
+        """The controller's answer (response_data) to a forwarded request: KafkaError
+        REQUEST_TIMED_OUT / UNKNOWN_SERVER_ERROR when there is none."""
+        raise ZkRequired()
+
+    @property
+    @abstractmethod
+    def dynamic(self) -> DynamicBrokerConfig:
+        """This broker's dynamic config layers (the cluster default, its own)."""
+
+    @abstractmethod
+    async def alter_broker_config(self, entity: str, layer: dict[str, str]) -> None:
+        """Store a dynamic layer ("<default>" or this broker's id), checked by the caller;
+        the broker applies it while running."""
 
     @abstractmethod
     def ensure_transaction_topic(self) -> bool:
@@ -90,10 +128,20 @@ class SingleBrokerSupport(MetadataSupport):
     """No ZooKeeper: this broker is the whole cluster and leads every partition."""
 
     def __init__(self, transaction_topic: TransactionTopic,
-                 txn_coordinator: TransactionCoordinator, api_table: dict[int, ApiSpec]) -> None:
+                 txn_coordinator: TransactionCoordinator, api_table: dict[int, ApiSpec],
+                 broker_configs: LocalDynamicBrokerConfigs) -> None:
         super().__init__(transaction_topic)
         self.txn_coordinator = txn_coordinator
         self._api_table = api_table
+        self._broker_configs = broker_configs
+
+    @property
+    def dynamic(self) -> DynamicBrokerConfig:
+        """This broker's dynamic config layers, as its log dir's files have them."""
+        return self._broker_configs.dynamic
+
+    async def alter_broker_config(self, entity: str, layer: dict[str, str]) -> None:
+        self._broker_configs.alter(entity, layer)
 
     def api_table(self) -> dict[int, ApiSpec]:
         return self._api_table
@@ -194,18 +242,17 @@ class ZkSupport(MetadataSupport):
                         ", ".join(str(tp) for tp in doomed[:10]))
             self.log_manager.delete_logs(doomed)
 
-    def live_config_keys(self) -> frozenset[str]:
-        from kbroker.cluster.dynamic_config import LIVE_KEYS
+    def forwarding(self) -> bool:
+        return not self.controller.active
 
-        return LIVE_KEYS
+    def is_controller(self) -> bool:
+        return self.controller.active
 
-    def dynamic_config_layers(self) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
-        from kbroker.server.config_describe import ConfigSource
+    def inter_broker_listener(self) -> str | None:
+        return self._zk_broker.listener
 
-        d = self.dynamic
-        return [(ConfigSource.DYNAMIC_BROKER_CONFIG, d.per_broker),
-                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, d.cluster_default),
-                (ConfigSource.STATIC_BROKER_CONFIG, d.static)]
+    async def forward(self, envelope: EnvelopeRequest) -> bytes:
+        return await self._zk_broker.forwarding.forward(envelope)
 
     def ensure_transaction_topic(self) -> bool:
         """Written to ZooKeeper; the controller elects its leaders (and so coordinators)."""

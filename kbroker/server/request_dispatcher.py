@@ -16,6 +16,9 @@ RequestDispatcher(services, api_table) is the callable a RequestChannel is given
                      v0's format (KIP-511)
     slot             channel.new_slot: the request's place in the channel's response
                      order (kbroker.server.response_slots)
+    forwarding       a cluster broker that is not the controller sends an admin request
+                     only the controller answers to it, unauthorized and unhandled here
+                     (kbroker.server.forwarding, KIP-590), and answers with its answer
     authorization    with an authorizer: a request refused as a whole gets its API's error
                      answer (kbroker.server.authorization.request_refusal), or the channel
                      closes when the API has none
@@ -52,9 +55,11 @@ from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.security.principal import KafkaPrincipal
 from kbroker.security.quotas import REQUEST as REQUEST_QUOTA
-from kbroker.server.api_spec import ApiSpec
+from kbroker.server import forwarding
+from kbroker.server.api_spec import ApiSpec, Handler
 from kbroker.server.apis import api_versions
 from kbroker.server.authorization import request_refusal
+from kbroker.server.forwarding import FORWARDED
 from kbroker.server.network_receive import PREFIX, FrameError
 from kbroker.server.request_context import PendingResponse, RequestContext
 from kbroker.server.response_slots import ResponseSlot
@@ -208,6 +213,12 @@ class RequestDispatcher:
         )
         slot = channel.new_slot(api_key, version, correlation_id, len(frame), header, request)
         slot.client_id = header.client_id or ""
+        if api_key in FORWARDED and services.support.forwarding():
+            # KafkaApis.maybeForwardToController: the controller authorizes and answers
+            data = bytes(frame)
+            self._handle(channel, slot, spec, ctx, request,
+                         lambda c, r: forwarding.forward(c, r, spec, data))
+            return
         if services.authorizer is not None:
             refused = request_refusal(ctx, request)
             if refused is not None:
@@ -216,11 +227,11 @@ class RequestDispatcher:
         self._handle(channel, slot, spec, ctx, request)
 
     def _handle(self, channel: RequestChannel, slot: ResponseSlot, spec: ApiSpec,
-                ctx: RequestContext, request: Any) -> None:
+                ctx: RequestContext, request: Any, handler: Handler | None = None) -> None:
         started = time.perf_counter_ns() if channel.quotas.active else 0
         awaited = False
         try:
-            result = spec.handler(ctx, request)
+            result = (handler or spec.handler)(ctx, request)
             if type(result) is not PendingResponse and hasattr(type(result), "__await__"):
                 # A coroutine (inspect.isawaitable costs more): it runs now as far as it
                 # goes without waiting, and answers now if it never waits (kbroker.utils.eager).

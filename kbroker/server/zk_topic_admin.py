@@ -2,16 +2,17 @@
 CreateTopics, DeleteTopics and CreatePartitions as Kafka 3.9 runs them on a
 ZooKeeper cluster.
 
-Only the controller answers them (NOT_CONTROLLER elsewhere, as Kafka's KafkaApis: admin
-clients send them to the controller named in Metadata). The checks are the single
-broker's (server/topic_admin.py) plus the cluster's: the replication factor may not
-exceed the live brokers, an explicit assignment must name live brokers, no broker
-twice, the same number of replicas for every partition. The change is written to
-ZooKeeper (AdminZkClient: config, then assignment; deletions as /admin/delete_topics)
-and the answer waits, at most the request's timeout_ms (REQUEST_TIMED_OUT after it;
-0: no wait), until this broker's metadata shows the result (Kafka's
-DelayedCreatePartitions / DelayedDeleteTopics): every partition with a leader, or
-the topic gone. Topics created on first need (auto-creation, the coordinators'
+Only the controller answers them: admin clients send them to the controller named in
+Metadata, and another broker forwards them to it (KIP-590, kbroker.server.forwarding);
+NOT_CONTROLLER still answers one that reaches a broker as it stops being the controller.
+The checks are the single broker's (server/topic_admin.py) plus the cluster's: the
+replication factor may not exceed the live brokers, an explicit assignment must name
+live brokers, no broker twice, the same number of replicas for every partition. The
+change is written to ZooKeeper (AdminZkClient: config, then assignment; deletions as
+/admin/delete_topics) and the answer waits, at most the request's timeout_ms
+(REQUEST_TIMED_OUT after it; 0: no wait), until this broker's metadata shows the result
+(Kafka's DelayedCreatePartitions / DelayedDeleteTopics): every partition with a leader,
+or the topic gone. Topics created on first need (auto-creation, the coordinators'
 internal topics) are written in the background, once at a time per name.
 
 Owns: the names being created in the background.

@@ -35,6 +35,7 @@ from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.alter_client_quotas import AlterClientQuotasRequest as ACQ
 from kbroker.protocol.messages.create_acls import CreateAclsRequest
+from kbroker.protocol.messages.create_topics import CreateTopicsRequest
 from kbroker.protocol.messages.delete_acls import DeleteAclsRequest
 from kbroker.protocol.messages.describe_acls import DescribeAclsRequest
 from kbroker.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest as DCQ
@@ -45,7 +46,7 @@ from kbroker.protocol.messages.update_metadata import UpdateMetadataRequest
 from kbroker.security.acl import AclOperation, PatternType, PermissionType, ResourceType
 
 from .sasl_support import SaslCluster, call, client_conf, produce_one
-from .support import create_topic, wait_for_isr, wait_for_leader, wait_until
+from .support import create_topic, metadata, wait_for_isr, wait_for_leader, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -170,6 +171,36 @@ def test_an_acl_created_through_one_broker_is_enforced_by_the_others(
                timeout=PROPAGATION_S)
     assert len(_delete_acls(cluster, 3, topic, "User:alice", AclOperation.ANY)) == 3
     assert not zk.exists(f"/kafka-acl/Topic/{topic}")  # no entry left: no node, as Kafka
+
+
+def test_creates_forwarded_by_a_non_controller_are_authorized_as_the_client(
+        cluster: AclCluster) -> None:
+    """KIP-590: the broker alice and bob reach is not the controller; it forwards their
+    CreateTopics unauthorized, the controller authorizes each as its sender."""
+    md = metadata(cluster)
+    assert md is not None and md.controller_id >= 0
+    controller = md.controller_id
+    other = next(b for b in sorted(cluster.brokers) if b != controller)
+    tag = uuid.uuid4().hex[:8]
+    allowed, unlisted = f"fwd-alice-{tag}", f"fwd-other-{tag}"
+    _create_acls(cluster, other, (T, allowed, LIT, "User:alice", AclOperation.CREATE, ALLOW))
+    wait_until(lambda: _described(cluster, controller, allowed), "the ACL on the controller",
+               timeout=PROPAGATION_S)
+
+    def create(name: str, user: str) -> tuple[int, str | None]:
+        response = call(cluster, other, CreateTopicsRequest(topics=[
+            CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=3)],
+            timeout_ms=30000), 7, user=user)
+        (result,) = response.topics
+        return result.error_code, result.name
+
+    assert create(allowed, "alice") == (ErrorCode.NONE, allowed)
+    wait_for_leader(cluster, allowed, 0)
+    assert create(unlisted, "alice") == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, unlisted)
+    assert create(allowed + "-bob", "bob") == (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                               allowed + "-bob")
+    md = metadata(cluster, controller, [unlisted])
+    assert md is not None and md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_prefixed_acls(cluster: AclCluster, zk: KazooClient) -> None:

@@ -12,8 +12,7 @@ Both yield an AnyBroker: the bootstrap servers, the broker ids, and the few oper
 scenarios need (an AdminClient, creating a topic and waiting until every broker serves
 it). Where the two modes differ on purpose (a replication factor above one needs as many
 brokers), a test reads it from the AnyBroker's attributes (`max_replication_factor`),
-never from the mode's name; a known gap of one mode is an attribute too
-(`dynamic_broker_configs`), its test xfail strict there. Each test makes topics and groups
+never from the mode's name. Each test makes topics and groups
 of its own (`fresh`): the broker is shared by the module. A test module takes the fixture
 by importing `any_broker_fixture` (registered under the name `any_broker`), so that no
 conftest needs to change:
@@ -53,9 +52,6 @@ class AnyBroker:
     mode: str  # "single" | "cluster": for ids and messages, not for assertions
     bootstrap_servers: str
     broker_ids: tuple[int, ...]
-    # kbroker's single broker has no dynamic broker configs (Kafka's has): a known gap,
-    # its test is xfail strict there
-    dynamic_broker_configs: bool = True
 
     @property
     def max_replication_factor(self) -> int:
@@ -105,8 +101,7 @@ def _single(directory: Path) -> Iterator[AnyBroker]:
                      **SETTINGS})
     broker.start()
     try:
-        yield AnyBroker("single", broker.bootstrap_servers, (broker.config.node_id,),
-                        dynamic_broker_configs=False)
+        yield AnyBroker("single", broker.bootstrap_servers, (broker.config.node_id,))
     finally:
         broker.stop()
 

@@ -229,7 +229,8 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
     assert len(empty.configs) == len(TOPIC_CONFIGS)  # an empty key list means all, as in Kafka
     names = {c.name: c for c in mine.configs}
     assert names["num.partitions"].value == "2" and names["num.partitions"].config_source == 4
-    assert names["log.segment.bytes"].config_source == 5 and names["log.segment.bytes"].read_only
+    assert names["log.segment.bytes"].config_source == 5 and not names["log.segment.bytes"].read_only
+    assert names["log.cleaner.threads"].read_only  # read only at start
     assert other.error_code == ErrorCode.INVALID_REQUEST
     assert (default.error_code, default.configs) == (ErrorCode.NONE, [])
     assert metrics.error_code == ErrorCode.INVALID_REQUEST  # CLIENT_METRICS: not supported

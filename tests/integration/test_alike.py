@@ -6,8 +6,7 @@ offset an open transaction holds, DeleteRecords, ListOffsets by timestamp, an id
 producer, and the errors of a missing topic, a bad config and an offset beyond the end,
 all through confluent-kafka and kafka-python as users send them. Where the modes differ
 on purpose (replicas need brokers), the test reads it from the AnyBroker, and the
-assertions hold in both; where the single broker lacks what Kafka's has (dynamic broker
-configs), its test is xfail strict there."""
+assertions hold in both."""
 
 from __future__ import annotations
 
@@ -157,13 +156,8 @@ def test_topic_configs_are_described_and_altered(any_broker: AnyBroker) -> None:
     assert _describe(b, topic)["retention.ms"].value == "604800000"
 
 
-def test_dynamic_broker_configs_are_described_and_altered(any_broker: AnyBroker,
-                                                          request: pytest.FixtureRequest) -> None:
+def test_dynamic_broker_configs_are_described_and_altered(any_broker: AnyBroker) -> None:
     b = any_broker
-    if not b.dynamic_broker_configs:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "the single broker refuses dynamic broker configs (INVALID_CONFIG, 'set them in "
-            "server.properties'); Kafka's single broker takes them, as kbroker's cluster does")))
     node = str(b.broker_ids[0])
     broker = ConfigResource(ConfigResource.Type.BROKER, node)
     described = _describe(b, broker)

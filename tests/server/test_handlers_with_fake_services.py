@@ -181,7 +181,7 @@ class FakeMetadataCache:
 
 
 def single_broker_support() -> MetadataSupport:
-    return SingleBrokerSupport(None, None, API_TABLE)  # type: ignore[arg-type]
+    return SingleBrokerSupport(None, None, API_TABLE, None)  # type: ignore[arg-type]
 
 
 def zk_support() -> MetadataSupport:

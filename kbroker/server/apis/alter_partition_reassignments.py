@@ -1,7 +1,8 @@
 """AlterPartitionReassignments (key 45), v0, answered by the controller (KIP-455): move a
 partition's replicas to a new list (the new ones are added, catch up and join the ISR,
 then a leader among the targets is elected and the old ones are deleted), or cancel a
-move (replicas null). NOT_CONTROLLER on another broker. A single broker is its own
+move (replicas null). Another broker of the cluster forwards it to the controller
+(kbroker.server.forwarding). A single broker is its own
 controller with one live broker, itself, and no reassignment ever under way: as Kafka's
 controller, it accepts a target of its one replica (nothing moves), refuses any other
 (INVALID_REPLICA_ASSIGNMENT: kbroker.cluster.controller.reassignment_target), a

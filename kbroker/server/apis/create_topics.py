@@ -9,7 +9,8 @@ other values below 1 -> INVALID_PARTITIONS; replication_factor -1 means
 one naming another broker -> INVALID_REPLICA_ASSIGNMENT; an unknown, null or
 ill-typed config -> INVALID_CONFIG.
 
-In a cluster only the controller answers (see server/cluster_admin.py); the
+In a cluster only the controller answers (another broker forwards the request to it:
+kbroker.server.forwarding; see server/zk_topic_admin.py); the
 replication factor may be up to the number of live brokers, an explicit assignment
 must name live brokers, and the answer waits (timeout_ms) until the topic's
 partitions have leaders.

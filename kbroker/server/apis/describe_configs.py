@@ -5,8 +5,9 @@ source and (include_synonyms, v1+) synonyms, its type (v3+) and, when asked
 (include_documentation, v3+), documentation: never an empty list, since
 clients read-modify-write it (librdkafka's AlterConfigs examples; another
 broker's empty list broke them). A BROKER resource (type 4) named by this
-broker's node.id lists the broker's configs; an empty name means the
-cluster-wide dynamic defaults, of which kbroker has none. A BROKER_LOGGER
+broker's node.id lists the broker's configs; an empty name lists the
+cluster-wide dynamic defaults that are set (DYNAMIC_DEFAULT_BROKER_CONFIG, as Kafka's
+ConfigHelper: their synonyms leave out the broker's own layer). A BROKER_LOGGER
 resource (type 8) lists the log levels (kbroker.server.broker_loggers). `configuration_keys`
 narrows the list (null or empty: all); unknown keys are left out (as Kafka). See
 kbroker.server.config_describe for values and sources.
@@ -97,10 +98,13 @@ def _describe(
         config = services.dynamic_config.log_config_for(info)
         return describe_topic(info.configs, config, services.config, keys, docs, _layers(ctx))
     if res.resource_type == ResourceType.BROKER:
-        if res.resource_name == "":
-            return []
-        services.topic_admin.check_broker_name(res.resource_name)
         live = services.support.live_config_keys()
+        if res.resource_name == "":  # the cluster-wide default: what it sets (ConfigHelper)
+            layers = [(s, v) for s, v in _layers(ctx) if s != ConfigSource.DYNAMIC_BROKER_CONFIG]
+            default = services.support.dynamic.cluster_default
+            names = [k for k in default if keys is None or k in keys]
+            return describe_broker(services.config, names, docs, layers, live)
+        services.topic_admin.check_broker_name(res.resource_name)
         return describe_broker(services.config, keys, docs, _layers(ctx), live)
     if res.resource_type == ResourceType.BROKER_LOGGER:
         services.topic_admin.check_broker_name(res.resource_name)
@@ -108,8 +112,9 @@ def _describe(
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
 
 
-def _layers(ctx: RequestContext) -> list[tuple[ConfigSource, Mapping[str, str]]] | None:
-    """Cluster mode: this broker's dynamic configs from ZooKeeper above server.properties."""
+def _layers(ctx: RequestContext) -> list[tuple[ConfigSource, Mapping[str, str]]]:
+    """This broker's dynamic configs (its own, the cluster-wide default) above
+    server.properties."""
     return ctx.services.support.dynamic_config_layers()
 
 

@@ -1,7 +1,7 @@
-"""ElectLeaders (key 43), v0-2, answered by the controller (NOT_CONTROLLER elsewhere; a
-single broker leads everything already: ELECTION_NOT_NEEDED). election_type 0 moves
-leadership back to the preferred replica (the first of the assignment, if alive and in
-the ISR: else PREFERRED_LEADER_NOT_AVAILABLE); 1 (unclean) elects the first live
+"""ElectLeaders (key 43), v0-2, answered by the controller (another broker forwards it
+there, kbroker.server.forwarding; a single broker leads everything already:
+ELECTION_NOT_NEEDED). election_type 0 moves leadership back to the preferred replica
+(the first of the assignment, if alive and in the ISR: else PREFERRED_LEADER_NOT_AVAILABLE); 1 (unclean) elects the first live
 replica for a partition without a live leader (ELIGIBLE_LEADERS_NOT_AVAILABLE when
 there is none). A partition already led as asked: ELECTION_NOT_NEEDED. Null
 topic_partitions: every partition.

@@ -1,6 +1,7 @@
 """ListPartitionReassignments (key 46), v0, answered by the controller: the ongoing
 reassignments (all, or of the partitions named) with each one's full replica list and
-its adding and removing replicas. NOT_CONTROLLER on another broker; nothing ongoing on
+its adding and removing replicas. Another broker forwards it to the controller
+(kbroker.server.forwarding); nothing ongoing on
 a single broker.
 """
 
