@@ -39,6 +39,9 @@ __all__ = ["AsyncBrokerConnection"]
 _SIZE = struct.Struct(">i")
 _SOCKET_BUFFER = 4 << 20
 _HEAD_BYTES = 256 << 10  # what one read takes when no large frame is being read
+# A large frame's first buffer: its announced size up to this, grown (doubling) beyond it
+# as its bytes arrive, so that an announcement alone costs no more
+_FRAME_START_BYTES = 16 << 20
 
 
 class AsyncBrokerConnection:
@@ -163,8 +166,9 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
 
     The socket is read straight into the buffers (asyncio's get_buffer / buffer_updated):
     small frames come in `_head` (one read may hold several; each is copied out), and a
-    frame larger than what `_head` holds gets a buffer of its own of the frame's size, read
-    into until it is whole and handed over as it is: a follower's Fetch answer of up to
+    frame larger than what `_head` holds gets a buffer of its own of the frame's size (up
+    to _FRAME_START_BYTES, then doubling as its bytes arrive), read into until it is whole
+    and handed over as it is: a follower's Fetch answer of up to
     replica.fetch.response.max.bytes is read once, not read into bytes, appended to a
     buffer and cut out of it again (three copies of every replicated byte)."""
 
@@ -173,13 +177,19 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
         self.lost: KafkaClientError | None = None
         self._head = bytearray(_HEAD_BYTES)
         self._head_len = 0
-        self._frame: bytearray | None = None  # a large frame being read, and how much of it
-        self._frame_len = 0
+        self._frame: bytearray | None = None  # a large frame being read, how much of it
+        self._frame_len = 0                   # is in, and its announced size
+        self._frame_size = 0
         self._paused: asyncio.Future[None] | None = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return memoryview(self._frame)[self._frame_len:]
+        frame = self._frame
+        if frame is not None:
+            if self._frame_len == len(frame):  # full, the frame not whole: grow it
+                grown = bytearray(min(2 * len(frame), self._frame_size))
+                grown[:self._frame_len] = frame
+                self._frame = frame = grown
+            return memoryview(frame)[self._frame_len:]
         return memoryview(self._head)[self._head_len:]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -189,7 +199,7 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
         frame = self._frame
         if frame is not None:
             self._frame_len += nbytes
-            if self._frame_len == len(frame):
+            if self._frame_len == self._frame_size:
                 self._frame, self._frame_len = None, 0
                 self.connection._frame(frame)
             return
@@ -203,10 +213,10 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
                 return
             if end - pos - 4 < size:
                 if 4 + size > len(head):  # larger than _head: read into a buffer of its own
-                    frame = bytearray(size)
+                    frame = bytearray(min(size, _FRAME_START_BYTES))
                     have = end - pos - 4
                     frame[:have] = head[pos + 4 : end]
-                    self._frame, self._frame_len, pos = frame, have, end
+                    self._frame, self._frame_len, self._frame_size, pos = frame, have, size, end
                 break
             body = head[pos + 4 : pos + 4 + size]
             pos += 4 + size

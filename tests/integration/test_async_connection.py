@@ -3,8 +3,9 @@ pipelined requests each get their own answer, a request that outlives its timeou
 with REQUEST_TIMED_OUT and closes the connection, a parked Fetch is answered when a
 record arrives (its max wait is longer than the test waits for the answer), a connection
 the broker drops fails every pending request, a connection reset as it is made is a
-failed connect, and an answer of megabytes (read into a buffer of its own, as a follower's
-Fetch answers are) comes whole and in order among small ones. A Fetch is known to be parked once the broker's /metrics count its read
+failed connect, and answers of megabytes (read into a buffer of their own, as a follower's
+Fetch answers are; tens of megabytes: one that grows) come whole and in order among small
+ones. A Fetch is known to be parked once the broker's /metrics count its read
 (tests.ops.support.partition_reads)."""
 
 from __future__ import annotations
@@ -116,21 +117,26 @@ def test_pipelined_requests_timeouts_and_parked_fetches(broker_factory: type[Bro
     asyncio.run(asyncio.wait_for(scenario(), 90))
 
 
-def test_answers_of_megabytes_come_whole_among_small_ones(broker_factory: type[BrokerProcess]) -> None:
+@pytest.mark.parametrize("count", [3000, 20_000])
+def test_answers_of_megabytes_come_whole_among_small_ones(broker_factory: type[BrokerProcess],
+                                                           count: int) -> None:
     """Fetch answers of ~3 MiB (larger than what one read of the connection takes when no
-    large frame is being read: each is read into a buffer of its own over many reads)
+    large frame is being read: each is read into a buffer of its own over many reads) and
+    of ~20 MiB (more than that buffer's first size: it grows as the bytes arrive)
     pipelined between Metadata answers (frames that share a read with a large frame's
     end or beginning): each answer is its own request's, and every record is there."""
     bp = broker_factory().start()  # type: ignore[call-arg]
     host, port = _address(bp)
-    count, size = 3000, 1024
+    size = 1024
     _produce(bp.bootstrap_servers, count, size)
+    fetches = 5 if count < 10_000 else 2
 
     async def scenario() -> list[object]:
         conn = await AsyncBrokerConnection.open(host, port, "async-test", 10)
         try:
-            requests = [(_metadata(), 9) if i % 2 else (_fetch(0, 0, 8 << 20), 12) for i in range(9)]
-            return await asyncio.gather(*(conn.request(r, v, 30) for r, v in requests))
+            requests = [(_metadata(), 9) if i % 2 else (_fetch(0, 0, 32 << 20), 12)
+                        for i in range(2 * fetches - 1)]
+            return await asyncio.gather(*(conn.request(r, v, 60) for r, v in requests))
         finally:
             conn.close()
 
