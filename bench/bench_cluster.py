@@ -34,7 +34,7 @@ latency     Each repeat, for each --linger-ms value (5, the producer's default, 
             when not told otherwise; with linger.ms 0 every record goes out as soon as
             one of the connection's 5 in-flight slots is free, so the request rate
             follows the round trip. --profile DIR: py-spy samples every broker process of each
-            latency cell (raw collapsed stacks, DIR/<cell>-<repeat>-broker-<id>.txt; the
+            latency cell, and of each follower cell (raw collapsed stacks, DIR/<cell>-<repeat>-broker-<id>.txt; the
             samples of a broker waiting for a core count as busy on a loaded machine).
 follower    (not run by default) The followers' CPU per replicated GB, this tree's
             kbroker against --follower-compare's (a git ref, built into a temporary
@@ -388,12 +388,13 @@ def follower_cell(target: Target, tree: cluster_follower.BrokerTree, acks: str, 
     pids = target.pids()
     cluster_follower.check_tree(pids, tree)
     os.sync()  # what an earlier cell left dirty is written back outside this one
-    before = cluster_follower.cpu_seconds(pids)
-    start = time.monotonic()
-    summary = run_mode(options, "produce")
-    copied = _wait_copied(target, topic, partitions, partitions + summary.records, args.phase_timeout)
-    elapsed = time.monotonic() - start
-    after = cluster_follower.cpu_seconds(pids)
+    with profiled(target, args.profile, f"{cell.replace('/', '-')}-{repeat}"):
+        before = cluster_follower.cpu_seconds(pids)
+        start = time.monotonic()
+        summary = run_mode(options, "produce")
+        copied = _wait_copied(target, topic, partitions, partitions + summary.records, args.phase_timeout)
+        elapsed = time.monotonic() - start
+        after = cluster_follower.cpu_seconds(pids)
     time.sleep(args.follower_idle_s)  # a measurement window: the brokers' CPU with nothing to copy
     idle_rate = {b: (cpu - after[b]) / args.follower_idle_s
                  for b, cpu in cluster_follower.cpu_seconds(pids).items()}
@@ -612,7 +613,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="the follower section's old tree: a git ref to build, or a built checkout")
     ap.add_argument("--phase-timeout", type=float, default=300.0)
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                    help="py-spy every broker of each latency cell, stacks into DIR")
+                    help="py-spy every broker of each latency and follower cell, stacks into DIR")
     ap.add_argument("--json", type=Path, default=RESULTS)
     ap.add_argument("--work", type=Path, default=None,
                     help="keep ZooKeeper's and the brokers' logs here (default: a temp dir, removed)")

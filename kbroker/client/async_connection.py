@@ -13,7 +13,7 @@ ApiVersions round trip is made. A failure of the socket fails every pending requ
 with KafkaClientError(NETWORK_EXCEPTION) and closes the connection; the owner opens a
 new one.
 
-Responses are framed in the protocol's data_received and resolve their requests' futures
+Responses are framed in the protocol's buffer_updated and resolve their requests' futures
 right there, so a waiter resumes in the next loop turn. (With a stream reader task, a
 shield and wait_for in between it took four turns: on a busy broker each turn is every
 other connection's work, and a follower paid them for each fetch on the acks=all path.)
@@ -38,6 +38,10 @@ __all__ = ["AsyncBrokerConnection"]
 
 _SIZE = struct.Struct(">i")
 _SOCKET_BUFFER = 4 << 20
+_HEAD_BYTES = 256 << 10  # what one read takes when no large frame is being read
+# A large frame's first buffer: its announced size up to this, grown (doubling) beyond it
+# as its bytes arrive, so that an announcement alone costs no more
+_FRAME_START_BYTES = 16 << 20
 
 
 class AsyncBrokerConnection:
@@ -105,7 +109,7 @@ class AsyncBrokerConnection:
         try:
             self._transport.write(frame)
             await self._protocol.drained()
-            # The answer resolves `fut` straight from data_received: its waiter runs in the
+            # The answer resolves `fut` straight from buffer_updated: its waiter runs in the
             # next loop turn (a stream reader task, shield and wait_for took four).
             return await fut
         finally:
@@ -156,33 +160,73 @@ class AsyncBrokerConnection:
         self._fail(KafkaClientError("connection closed", ErrorCode.NETWORK_EXCEPTION))
 
 
-class _ResponseProtocol(asyncio.Protocol):
+class _ResponseProtocol(asyncio.BufferedProtocol):
     """Frames the bytes of one connection into responses, handed to the connection as
-    they complete (in data_received, no task in between); write flow control for drain."""
+    they complete (in buffer_updated, no task in between); write flow control for drain.
+
+    The socket is read straight into the buffers (asyncio's get_buffer / buffer_updated):
+    small frames come in `_head` (one read may hold several; each is copied out), and a
+    frame larger than what `_head` holds gets a buffer of its own of the frame's size (up
+    to _FRAME_START_BYTES, then doubling as its bytes arrive), read into until it is whole
+    and handed over as it is: a follower's Fetch answer of up to
+    replica.fetch.response.max.bytes is read once, not read into bytes, appended to a
+    buffer and cut out of it again (three copies of every replicated byte)."""
 
     def __init__(self) -> None:
         self.connection: AsyncBrokerConnection | None = None
         self.lost: KafkaClientError | None = None
-        self._buf = bytearray()
+        self._head = bytearray(_HEAD_BYTES)
+        self._head_len = 0
+        self._frame: bytearray | None = None  # a large frame being read, how much of it
+        self._frame_len = 0                   # is in, and its announced size
+        self._frame_size = 0
         self._paused: asyncio.Future[None] | None = None
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos = 0
-        while self.connection is not None and len(buf) - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        frame = self._frame
+        if frame is not None:
+            if self._frame_len == len(frame):  # full, the frame not whole: grow it
+                grown = bytearray(min(2 * len(frame), self._frame_size))
+                grown[:self._frame_len] = frame
+                self._frame = frame = grown
+            return memoryview(frame)[self._frame_len:]
+        return memoryview(self._head)[self._head_len:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.connection is None:  # failed: what still comes is dropped
+            self._head_len, self._frame, self._frame_len = 0, None, 0
+            return
+        frame = self._frame
+        if frame is not None:
+            self._frame_len += nbytes
+            if self._frame_len == self._frame_size:
+                self._frame, self._frame_len = None, 0
+                self.connection._frame(frame)
+            return
+        self._head_len += nbytes
+        head, end, pos = self._head, self._head_len, 0
+        while self.connection is not None and end - pos >= 4:
+            (size,) = _SIZE.unpack_from(head, pos)
             if not 0 < size <= MAX_FRAME_BYTES:
                 self.connection._fail(KafkaClientError(f"bad response size {size}",
                                                        ErrorCode.CORRUPT_MESSAGE))
+                return
+            if end - pos - 4 < size:
+                if 4 + size > len(head):  # larger than _head: read into a buffer of its own
+                    frame = bytearray(min(size, _FRAME_START_BYTES))
+                    have = end - pos - 4
+                    frame[:have] = head[pos + 4 : end]
+                    self._frame, self._frame_len, self._frame_size, pos = frame, have, size, end
                 break
-            if len(buf) - pos - 4 < size:
-                break
-            body = buf[pos + 4 : pos + 4 + size]
+            body = head[pos + 4 : pos + 4 + size]
             pos += 4 + size
             self.connection._frame(body)
         if pos:
-            del buf[:pos]
+            # the rest (a frame's beginning) to the front; `head` keeps its size (asyncio
+            # may still hold the view get_buffer gave it)
+            rest = end - pos
+            head[:rest] = head[pos:end]
+            self._head_len = rest
 
     def connection_lost(self, exc: Exception | None) -> None:
         error = KafkaClientError(

@@ -2,8 +2,10 @@
 pipelined requests each get their own answer, a request that outlives its timeout fails
 with REQUEST_TIMED_OUT and closes the connection, a parked Fetch is answered when a
 record arrives (its max wait is longer than the test waits for the answer), a connection
-the broker drops fails every pending request, and a connection reset as it is made is a
-failed connect. A Fetch is known to be parked once the broker's /metrics count its read
+the broker drops fails every pending request, a connection reset as it is made is a
+failed connect, and answers of megabytes (read into a buffer of their own, as a follower's
+Fetch answers are; tens of megabytes: one that grows) come whole and in order among small
+ones. A Fetch is known to be parked once the broker's /metrics count its read
 (tests.ops.support.partition_reads)."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from kbroker.cluster.zookeeper_server import free_port
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.metadata import MetadataRequest
+from kbroker.records.record_iter import iter_records
 from tests.ops.support import partition_reads
 
 from .conftest import BrokerProcess
@@ -56,20 +59,20 @@ def _address(bp: BrokerProcess) -> tuple[str, int]:
     return host, int(port)
 
 
-def _fetch(offset: int, max_wait_ms: int) -> FetchRequest:
+def _fetch(offset: int, max_wait_ms: int, max_bytes: int = 1 << 20) -> FetchRequest:
     return FetchRequest(
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
         isolation_level=0, session_id=0, session_epoch=-1,
         topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[FetchRequest.FetchPartition(
             partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=1 << 20)])],
+            log_start_offset=-1, partition_max_bytes=max_bytes)])],
         forgotten_topics_data=[], rack_id="")
 
 
-def _produce(bootstrap: str, count: int) -> None:
+def _produce(bootstrap: str, count: int, size: int = 0) -> None:
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(count):
-        p.produce(TOPIC, str(i).encode(), partition=0)
+        p.produce(TOPIC, str(i).encode().ljust(size, b"."), partition=0)
     assert p.flush(30) == 0
 
 
@@ -112,6 +115,40 @@ def test_pipelined_requests_timeouts_and_parked_fetches(broker_factory: type[Bro
             await conn.request(_metadata(), 9, 5)
 
     asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+@pytest.mark.parametrize("count", [3000, 20_000])
+def test_answers_of_megabytes_come_whole_among_small_ones(broker_factory: type[BrokerProcess],
+                                                           count: int) -> None:
+    """Fetch answers of ~3 MiB (larger than what one read of the connection takes when no
+    large frame is being read: each is read into a buffer of its own over many reads) and
+    of ~20 MiB (more than that buffer's first size: it grows as the bytes arrive)
+    pipelined between Metadata answers (frames that share a read with a large frame's
+    end or beginning): each answer is its own request's, and every record is there."""
+    bp = broker_factory().start()  # type: ignore[call-arg]
+    host, port = _address(bp)
+    size = 1024
+    _produce(bp.bootstrap_servers, count, size)
+    fetches = 5 if count < 10_000 else 2
+
+    async def scenario() -> list[object]:
+        conn = await AsyncBrokerConnection.open(host, port, "async-test", 10)
+        try:
+            requests = [(_metadata(), 9) if i % 2 else (_fetch(0, 0, 32 << 20), 12)
+                        for i in range(2 * fetches - 1)]
+            return await asyncio.gather(*(conn.request(r, v, 60) for r, v in requests))
+        finally:
+            conn.close()
+
+    answers = asyncio.run(asyncio.wait_for(scenario(), 90))
+    for i, answer in enumerate(answers):
+        if i % 2:
+            assert answer.topics[0].name == TOPIC
+            continue
+        records = answer.responses[0].partitions[0].records
+        assert records is not None and len(records) > 3 * size * count // 4
+        values = [r.value for r in iter_records(records)]
+        assert values == [str(n).encode().ljust(size, b".") for n in range(count)]
 
 
 def test_a_dropped_connection_fails_its_pending_requests(broker_factory: type[BrokerProcess]) -> None:
