@@ -718,15 +718,17 @@ class GroupCoordinator:
             err = E.GROUP_ID_NOT_FOUND
         if err != E.NONE or group is None:
             return err, {}
-        subscribed: set[str] = set()
+        # as Kafka's ClassicGroup (validateOffsetDelete, isSubscribedToTopic): a group with
+        # members must be a `consumer` group, and a topic counts as subscribed when the
+        # subscriptions cannot be read (None)
+        subscribed: set[str] | None = set()
         if not group.is_(EMPTY):
-            topics = group.subscribed_topics()
-            if topics is None:
+            if group.protocol_type != "consumer":
                 return E.NON_EMPTY_GROUP, {}
-            subscribed = topics
+            subscribed = group.subscribed_topics()
         results: dict[tuple[str, int], int] = {
-            tp: E.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed}
-        deletable = [tp for tp in partitions if tp[0] not in subscribed]
+            tp: E.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if subscribed is None or tp[0] in subscribed}
+        deletable = [tp for tp in partitions if tp not in results]
         code = self._write(group_id, "deleting offsets", lambda: self.manager.delete_offsets(group, deletable))
         results.update({tp: code for tp in deletable})
         return E.NONE, results

@@ -241,7 +241,9 @@ class GroupMetadata:
         return max(votes, key=lambda p: (votes[p], -first.index(p) if p in first else -len(first)))
 
     def subscribed_topics(self) -> set[str] | None:
-        """Topics of a `consumer` group's members' subscriptions; None when unknown."""
+        """Topics of a `consumer` group's members' subscriptions (each read as its version-0
+        prefix, kbroker.coordinator.consumer_protocol); None when unknown: not a `consumer`
+        group, no protocol chosen yet, or a subscription that does not read."""
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None
         from kbroker.coordinator.consumer_protocol import subscription_topics

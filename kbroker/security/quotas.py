@@ -44,6 +44,22 @@ QUOTAS_FILE = "kbroker-client-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 QUOTA_KEYS = frozenset({PRODUCE, FETCH, REQUEST})
+# The order Kafka's DescribeClientQuotas / AlterClientQuotas answers list an entity's parts
+# and its values in: its ClientQuotaEntity and ClientQuotaImage keep them in
+# java.util.HashMaps (ClientQuotaImage.dataToEntity, ClientQuotaDelta.apply), whose
+# iteration order for these keys is this one; clients compare the lists as they come.
+ENTITY_TYPE_ORDER = (IP, CLIENT_ID, USER)
+QUOTA_KEY_ORDER = (FETCH, REQUEST, PRODUCE)
+
+
+def kafka_rank(name: str, order: tuple[str, ...]) -> int:
+    """Where `name` comes in Kafka's answer `order`; names it does not know last (sort
+    stably to keep them as given)."""
+    return order.index(name) if name in order else len(order)
+
+
+def in_kafka_order(names: Iterable[str], order: tuple[str, ...]) -> list[str]:
+    return sorted(names, key=lambda n: kafka_rank(n, order))
 
 # an entity: (user, client id); each part None (not part of it), DEFAULT (its default) or a name
 DEFAULT = "<default>"

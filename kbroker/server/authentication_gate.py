@@ -15,8 +15,10 @@ that state (`max_request_bytes`) and the authentication timer.
                     certificate's subject mapped by ssl.principal.mapping.rules (no rule
                     that maps it: closed), ANONYMOUS without a certificate
     SASL_*          frames pass through the SaslAuthenticator (kbroker.server.authenticator)
-                    until the client is authenticated: before that only ApiVersions and
-                    SASL frames are read, none larger than sasl.server.max.receive.size;
+                    until the client is authenticated: before that only one ApiVersions and
+                    SASL frames are read, none larger than sasl.server.max.receive.size
+                    (what else comes closes the connection, answered or not as Kafka's
+                    SaslServerAuthenticator does: SaslAuthenticator.step);
                     once the session expires (connections.max.reauth.ms) any request but
                     SASL's closes the connection
     SSL, SASL_*     a connection not authenticated within AUTHENTICATION_TIMEOUT_S of
@@ -34,11 +36,13 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
 from kbroker.protocol.codec import DecodeError
+from kbroker.protocol.messages.api_versions import ApiVersionsResponse
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal, rfc2253
-from kbroker.server.authenticator import SaslAuthenticator, SaslState
+from kbroker.server.authenticator import SaslAuthenticator, SaslState, SaslStep
 from kbroker.server.network_receive import PREFIX
 from kbroker.server.request_dispatcher import HEAD, api_name, decode_request
 from kbroker.server.response_slots import ResponseSlot
@@ -184,15 +188,21 @@ class AuthenticationGate:
         if len(frame) < HEAD.size:
             return False
         api_key, version, correlation_id = HEAD.unpack_from(frame, 0)
+        if not sasl.authenticated:
+            step = sasl.step(api_key)
+            if step is SaslStep.CLOSE:
+                log.info("connection %s: closing, unexpected %s request during the SASL handshake",
+                         self.peer, api_name(api_key))
+                self.close()
+                return True
+            if step is SaslStep.REFUSE and api_key not in _SASL_KEYS:
+                self._illegal_sasl_state(frame, api_key, version, correlation_id)
+                return True
+            if api_key == ApiKey.API_VERSIONS:
+                sasl.versions_answered = self._serves(api_key, version)  # else UNSUPPORTED_VERSION, again
+                return False
         if api_key in _SASL_KEYS:
             self._sasl_request(frame, api_key, version, correlation_id)
-            return True
-        if not sasl.authenticated:
-            if api_key == ApiKey.API_VERSIONS and sasl.state is SaslState.HANDSHAKE:
-                return False
-            log.info("connection %s: closing, unexpected %s request during SASL authentication",
-                     self.peer, api_name(api_key))
-            self.close()
             return True
         if sasl.expired() and not sasl.reauthenticating:
             log.info("connection %s: closing, its SASL session expired "
@@ -205,17 +215,10 @@ class AuthenticationGate:
                       correlation_id: int) -> None:
         sasl = self.sasl
         assert sasl is not None
-        spec = self.server.api_table.get(api_key)
-        if spec is None or not spec.min_version <= version <= spec.max_version:
-            log.info("connection %s: closing, unsupported %s version %d", self.peer,
-                     api_name(api_key), version)
-            self.close()
+        opened = self._open_slot(frame, api_key, version, correlation_id)
+        if opened is None:
             return
-        decoded = self._decode(frame, api_key, version)
-        if decoded is None:
-            return
-        header, request = decoded
-        slot = self.new_slot(api_key, version, correlation_id, len(frame), header, request)
+        slot, request = opened
         response: Any
         if api_key == ApiKey.SASL_HANDSHAKE:
             response, close = sasl.handshake(request.mechanism, version)
@@ -224,6 +227,47 @@ class AuthenticationGate:
         if sasl.principal is not None and not close:
             self._authenticated(sasl.principal)
         self.complete(slot, response, close_after=close)
+
+    def _illegal_sasl_state(self, frame: bytearray, api_key: int, version: int,
+                            correlation_id: int) -> None:
+        """A request other than SaslAuthenticate after SaslHandshake v1: its error answer
+        with ILLEGAL_SASL_STATE, then the close (an API without an error answer, or a version
+        kbroker does not serve: just the close)."""
+        spec = self.server.api_table.get(api_key)
+        if spec is None or (spec.error_response is None and api_key != ApiKey.API_VERSIONS):
+            log.info("connection %s: closing, unexpected %s request during SASL authentication",
+                     self.peer, api_name(api_key))
+            self.close()
+            return
+        opened = self._open_slot(frame, api_key, version, correlation_id)
+        if opened is None:
+            return
+        slot, request = opened
+        log.info("connection %s: %s during SASL authentication: ILLEGAL_SASL_STATE, closing",
+                 self.peer, api_name(api_key))
+        code = ErrorCode.ILLEGAL_SASL_STATE
+        response = (ApiVersionsResponse(error_code=code) if spec.error_response is None
+                    else spec.error_response(request, version, code))
+        self.complete(slot, response, close_after=True)
+
+    def _serves(self, api_key: int, version: int) -> bool:
+        spec = self.server.api_table.get(api_key)
+        return spec is not None and spec.min_version <= version <= spec.max_version
+
+    def _open_slot(self, frame: bytearray, api_key: int, version: int,
+                   correlation_id: int) -> tuple[ResponseSlot, Any] | None:
+        """The response slot and request of a frame answered here; None (the connection
+        closed) when kbroker does not serve its version or it does not decode."""
+        if not self._serves(api_key, version):
+            log.info("connection %s: closing, unsupported %s version %d", self.peer,
+                     api_name(api_key), version)
+            self.close()
+            return None
+        decoded = self._decode(frame, api_key, version)
+        if decoded is None:
+            return None
+        header, request = decoded
+        return self.new_slot(api_key, version, correlation_id, len(frame), header, request), request
 
     def _decode(self, frame: bytearray, api_key: int, version: int) -> tuple[RequestHeader, Any] | None:
         """The header and request of a frame; None (the connection closed) when undecodable."""

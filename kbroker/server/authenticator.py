@@ -3,8 +3,11 @@ SaslServerAuthenticator runs them.
 
 States (a SASL listener's connection starts in HANDSHAKE):
 
-    HANDSHAKE     ApiVersions and SaslHandshake only; anything else closes
-    AUTHENTICATE  after SaslHandshake v1: SaslAuthenticate requests carry the tokens
+    HANDSHAKE     one ApiVersions and SaslHandshake only; anything else (a SaslAuthenticate,
+                  a second ApiVersions, any other request) closes the connection unanswered
+    AUTHENTICATE  after SaslHandshake v1: SaslAuthenticate requests carry the tokens; any
+                  other request (a second SaslHandshake, ApiVersions, ...) is answered with
+                  its ILLEGAL_SASL_STATE error, then the connection closes
     RAW           after SaslHandshake v0: the next frames are bare tokens (size-prefixed,
                   no request header), answered the same way
     COMPLETE      authenticated: every API; a SaslHandshake v1 starts re-authentication
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.api_key import ApiKey
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeResponse
 from kbroker.security.oauthbearer import TokenValidator
@@ -45,6 +49,17 @@ class SaslState(Enum):
     COMPLETE = 3
 
 
+class SaslStep(Enum):
+    """What a request does before authentication completes (SaslAuthenticator.step), as in
+    Kafka's SaslServerAuthenticator: handleKafkaRequest throws IllegalSaslStateException in
+    its handshake states before any answer; handleSaslToken answers a request that is not
+    SaslAuthenticate with that request's error, then fails."""
+
+    SERVE = 0  # answered as usual
+    CLOSE = 1  # the connection closes unanswered
+    REFUSE = 2  # answered with ILLEGAL_SASL_STATE, then the connection closes
+
+
 class SaslAuthenticator:
     """Owned by one Connection; loop thread only."""
 
@@ -61,6 +76,18 @@ class SaslAuthenticator:
         self.principal: KafkaPrincipal | None = None  # set once authenticated
         self.session_expiry_ms: int | None = None
         self.reauthenticating = False
+        self.versions_answered = False  # an ApiVersions of a supported version was served
+
+    def step(self, api_key: int) -> SaslStep:
+        """The fate of a request of `api_key` while not authenticated (RAW frames are tokens)."""
+        if self.state is SaslState.HANDSHAKE:
+            if api_key == ApiKey.SASL_HANDSHAKE or (api_key == ApiKey.API_VERSIONS
+                                                    and not self.versions_answered):
+                return SaslStep.SERVE
+            return SaslStep.CLOSE
+        if self.state is SaslState.AUTHENTICATE and api_key != ApiKey.SASL_AUTHENTICATE:
+            return SaslStep.REFUSE
+        return SaslStep.SERVE
 
     @property
     def authenticated(self) -> bool:
@@ -74,9 +101,8 @@ class SaslAuthenticator:
         enabled = list(self.security.sasl_mechanisms)
         if self.state == SaslState.COMPLETE and version >= 1:
             self.reauthenticating = True
-        elif self.state != SaslState.HANDSHAKE:
-            return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
-                                         mechanisms=enabled), True
+        elif self.state != SaslState.HANDSHAKE:  # Kafka's error answer: no mechanisms
+            return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[]), True
         if mechanism not in enabled or (self.reauthenticating and mechanism != self.mechanism):
             log.info("SASL handshake for mechanism %r refused (enabled: %s)", mechanism[:64],
                      ",".join(enabled))

@@ -53,7 +53,7 @@ def test_alter_and_describe_client_quotas(tmp_path: Path) -> None:
                {v.key: v.value for v in x.values} for x in every.entries}
         assert got == {(("client-id", "loader"),): {"producer_byte_rate": 1024.0},
                        (("user", None),): {"consumer_byte_rate": 2048.0},
-                       (("user", "alice"), ("client-id", "x")): {"request_percentage": 50.0}}
+                       (("client-id", "x"), ("user", "alice")): {"request_percentage": 50.0}}
         users = c.call(D(components=[D.ComponentData(entity_type="user", match_type=2)],
                          strict=True), 1)
         assert [[(e.entity_type, e.entity_name) for e in x.entity] for x in users.entries] == [
@@ -64,6 +64,29 @@ def test_alter_and_describe_client_quotas(tmp_path: Path) -> None:
         assert _alter(c, [("user", None)], consumer_byte_rate=None).entries[0].error_code == 0
     with Broker(props) as broker, WireClient(broker.bootstrap_servers) as c:  # kept
         assert len(c.call(D(components=[], strict=False), 1).entries) == 2
+
+
+def test_entities_and_values_are_answered_in_kafkas_order(kbroker_broker: Any) -> None:
+    """Kafka answers an entity client-id before user and its values consumer_byte_rate,
+    request_percentage, producer_byte_rate (its HashMaps' order), whatever the request's;
+    clients compare the lists as they come (@platformatic/kafka's admin tests do)."""
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        altered = _alter(c, [("user", "u1"), ("client-id", "c1")], producer_byte_rate=1000.0,
+                         request_percentage=0.5, consumer_byte_rate=2000.0)
+        assert [(e.entity_type, e.entity_name) for e in altered.entries[0].entity] == [
+            ("client-id", "c1"), ("user", "u1")]
+        _alter(c, [("user", None), ("client-id", None)], producer_byte_rate=5.0)
+        every = c.call(D(components=[], strict=False), 1)
+        got = {tuple((e.entity_type, e.entity_name or "<default>") for e in x.entity):
+               [v.key for v in x.values] for x in every.entries}
+        assert got == {
+            (("client-id", "<default>"), ("user", "<default>")): ["producer_byte_rate"],
+            (("client-id", "c1"), ("user", "u1")):
+                ["consumer_byte_rate", "request_percentage", "producer_byte_rate"]}
+        invalid = _alter(c, [("user", "u1"), ("ip", "1.2.3.4"), ("client-id", "c1")],
+                         producer_byte_rate=1.0).entries[0]
+        assert invalid.error_code == ErrorCode.INVALID_REQUEST
+        assert [e.entity_type for e in invalid.entity] == ["ip", "client-id", "user"]
 
 
 def test_precedence_of_entities() -> None:

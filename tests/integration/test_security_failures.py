@@ -23,6 +23,7 @@ from kbroker.protocol.messages.api_versions import ApiVersionsRequest
 from kbroker.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
 )
+from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -37,7 +38,7 @@ from .security_support import (
     security_props,
 )
 from .tls_support import KEY_PASSWORD
-from .wire import WireClient
+from .wire import WireClient, encode_request
 
 pytestmark = pytest.mark.integration
 
@@ -123,8 +124,71 @@ def test_requests_before_authentication_close_the_connection(secure_broker) -> N
         c.send(MetadataRequest(topics=None), 1)
         assert c.is_closed_by_peer()
     with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        c.send(MetadataRequest(topics=None), 1)  # the first request
+        assert c.bytes_before_close() == b""
+
+
+@pytest.mark.parametrize("after_api_versions", [False, True])
+def test_sasl_authenticate_before_the_handshake_closes_unanswered(
+        secure_broker, pki, after_api_versions: bool) -> None:
+    """Kafka's SaslServerAuthenticator throws IllegalSaslStateException in its handshake
+    state before any answer: the connection closes with nothing sent."""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        if after_api_versions:
+            assert c.call(ApiVersionsRequest(), 2).error_code == 0
         c.send(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 1)
-        assert c.is_closed_by_peer()  # before the handshake: ILLEGAL_SASL_STATE, closed
+        assert c.bytes_before_close() == b""
+    _still_serves(secure_broker, pki)
+
+
+def test_a_second_api_versions_before_the_handshake_closes_unanswered(secure_broker) -> None:
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        # a version kbroker does not serve is answered UNSUPPORTED_VERSION (v0) and may be
+        # retried, as librdkafka does; once one is served a second closes (Kafka:
+        # IllegalStateException in handleApiVersionsRequest)
+        too_new = bytearray(encode_request(ApiVersionsRequest(), 0, 7))
+        struct.pack_into(">h", too_new, 6, 99)
+        c.send_raw(bytes(too_new))
+        assert c.recv(18, 0)[1].error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert c.call(ApiVersionsRequest(), 0).error_code == 0
+        c.send(ApiVersionsRequest(), 0)
+        assert c.bytes_before_close() == b""
+
+
+def test_requests_after_a_v1_handshake_but_sasl_authenticate_are_refused_then_closed(
+        secure_broker) -> None:
+    """After SaslHandshake v1 only SaslAuthenticate is served: another request gets its
+    error answer with ILLEGAL_SASL_STATE (Kafka's handleSaslToken), then the close."""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        r = c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        assert (r.error_code, r.mechanisms) == (ErrorCode.ILLEGAL_SASL_STATE, [])
+        assert c.bytes_before_close() == b""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        assert c.call(ApiVersionsRequest(), 0).error_code == ErrorCode.ILLEGAL_SASL_STATE
+        assert c.bytes_before_close() == b""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        r = c.call(ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
+            name="t", partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 1)
+        assert r.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_SASL_STATE
+        assert c.bytes_before_close() == b""
+
+
+def test_sasl_authenticate_framing_follows_the_handshake_version(secure_broker) -> None:
+    """After SaslHandshake v0 every frame is a bare token, a SaslAuthenticate request
+    included (PLAIN cannot read it: closed unanswered, as Kafka's raw-token failure);
+    after v1 SaslAuthenticate v0 (no session lifetime) authenticates."""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 0).error_code == 0
+        c.send(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 0)
+        assert c.bytes_before_close() == b""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        r = c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 0)
+        assert (r.error_code, r.auth_bytes) == (0, b"")
+        assert c.call(MetadataRequest(topics=[]), 4).brokers
 
 
 def test_unsupported_mechanism_is_answered_then_closed(secure_broker) -> None:

@@ -100,18 +100,26 @@ class WireClient:
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         """True once the broker closes the connection (EOF or reset) within `timeout`."""
+        return self.bytes_before_close(timeout) is not None
+
+    def bytes_before_close(self, timeout: float = 5.0) -> bytes | None:
+        """What the broker sends until it closes the connection (EOF or reset); None when
+        it is still open after `timeout`."""
         deadline = time.monotonic() + timeout
+        got = bytearray()
         self.sock.settimeout(0.2)
         try:
             while time.monotonic() < deadline:
                 try:
-                    if self.sock.recv(65536) == b"":
-                        return True
+                    chunk = self.sock.recv(65536)
                 except TimeoutError:
                     continue
                 except (ConnectionResetError, BrokenPipeError):
-                    return True
-            return False
+                    return bytes(got)
+                if chunk == b"":
+                    return bytes(got)
+                got += chunk
+            return None
         finally:
             self.sock.settimeout(10.0)
 

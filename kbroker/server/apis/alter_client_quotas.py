@@ -3,10 +3,11 @@
 Keys: producer_byte_rate, consumer_byte_rate, request_percentage (kbroker.security.
 quotas); values above 0. An entity of another type (ip: connection_creation_rate), an
 unknown key, a type named twice or a value out of range is INVALID_REQUEST for that
-entry, and nothing of it is applied. Cluster mode keeps them in ZooKeeper as Kafka's
-ZooKeeper mode does (/config/users, /config/clients; kbroker.security.quotas): written
-there first, then applied here, and on every other broker from its change
-notification; an entry whose write fails is UNKNOWN_SERVER_ERROR with the reason.
+entry, and nothing of it is applied. An entry's entity is answered client-id before user,
+Kafka's order (kbroker.security.quotas.kafka_rank), whatever the request's. Cluster mode
+keeps them in ZooKeeper as Kafka's ZooKeeper mode does (/config/users, /config/clients;
+kbroker.security.quotas): written there first, then applied here, and on every other
+broker from its change notification; an entry whose write fails is UNKNOWN_SERVER_ERROR with the reason.
 Needs ALTER_CONFIGS on the cluster when ACLs are on (checked by the connection)."""
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from kbroker.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
 )
-from kbroker.security.quotas import CLIENT_ID, DEFAULT, QUOTA_KEYS, USER, Entity
+from kbroker.security.quotas import (
+    CLIENT_ID,
+    DEFAULT,
+    ENTITY_TYPE_ORDER,
+    QUOTA_KEYS,
+    USER,
+    Entity,
+    kafka_rank,
+)
 from kbroker.server.request_context import RequestContext
 
 R = AlterClientQuotasResponse
@@ -46,9 +55,15 @@ async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
                 except Exception as e:  # ZooKeeper unreachable, or the node kept changing
                     outcome[i] = (ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
     return R(throttle_time_ms=0, entries=[
-        R.EntryData(error_code=code, error_message=message, entity=[
-            R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+        R.EntryData(error_code=code, error_message=message, entity=_answered_entity(entry.entity))
         for entry, (code, message) in zip(request.entries, outcome, strict=True)])
+
+
+def _answered_entity(parts: list[AlterClientQuotasRequest.EntityData]) -> list[R.EntityData]:
+    """The entity as the answer lists it: in Kafka's order (client-id before user), whatever
+    the request's."""
+    return [R.EntityData(entity_type=p.entity_type, entity_name=p.entity_name)
+            for p in sorted(parts, key=lambda p: kafka_rank(p.entity_type, ENTITY_TYPE_ORDER))]
 
 
 def _entity(parts: list[AlterClientQuotasRequest.EntityData]) -> Entity:
@@ -79,6 +94,6 @@ def _ops(ops: list[AlterClientQuotasRequest.OpData]) -> dict[str, float | None]:
 
 
 def error_response(request: AlterClientQuotasRequest, version: int, code: int) -> AlterClientQuotasResponse:
-    return R(throttle_time_ms=0, entries=[R.EntryData(error_code=code, error_message=None, entity=[
-        R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+    return R(throttle_time_ms=0, entries=[
+        R.EntryData(error_code=code, error_message=None, entity=_answered_entity(entry.entity))
         for entry in request.entries])

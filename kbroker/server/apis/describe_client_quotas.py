@@ -2,7 +2,9 @@
 
 A component names an entity type (user, client-id) and a match: EXACT (0, the name;
 null: the type's default), DEFAULT (1) or ANY (2, any name or the default). With
-`strict` an entity must have no other types than the components'. Needs
+`strict` an entity must have no other types than the components'. An entry lists its
+parts client-id before user and its values consumer_byte_rate, request_percentage,
+producer_byte_rate, in Kafka's order (kbroker.security.quotas.in_kafka_order). Needs
 DESCRIBE_CONFIGS on the cluster when ACLs are on (checked by the connection)."""
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from kbroker.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
-from kbroker.security.quotas import CLIENT_ID, DEFAULT, USER
+from kbroker.security.quotas import (
+    CLIENT_ID,
+    DEFAULT,
+    ENTITY_TYPE_ORDER,
+    QUOTA_KEY_ORDER,
+    USER,
+    in_kafka_order,
+)
 from kbroker.server.request_context import RequestContext
 
 R = DescribeClientQuotasResponse
@@ -36,9 +45,10 @@ def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> Describ
         if not all(_matches(parts[t], m, name) for t, (m, name) in wanted.items()):
             continue
         entries.append(R.EntryData(
-            entity=[R.EntityData(entity_type=t, entity_name=None if v == DEFAULT else v)
-                    for t, v in parts.items() if v is not None],
-            values=[R.ValueData(key=k, value=v) for k, v in sorted(entry.values.items())]))
+            entity=[R.EntityData(entity_type=t, entity_name=None if parts[t] == DEFAULT else parts[t])
+                    for t in in_kafka_order(present, ENTITY_TYPE_ORDER)],
+            values=[R.ValueData(key=k, value=entry.values[k])
+                    for k in in_kafka_order(entry.values, QUOTA_KEY_ORDER)]))
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=entries)
 
 

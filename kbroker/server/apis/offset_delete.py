@@ -1,6 +1,7 @@
 """OffsetDelete (key 47), v0: delete committed offsets of a group. Allowed for an
 Empty group, or for topics a `consumer` group's members do not subscribe to
-(GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
+(GROUP_SUBSCRIBED_TO_TOPIC otherwise, and for every topic when a subscription does not
+read); a group of another protocol type with members is NON_EMPTY_GROUP."""
 
 from __future__ import annotations
 
