@@ -46,6 +46,3 @@ class ProducerIdManager:
         pid = self.next_id
         self.next_id += 1
         return pid
-
-    def issued(self, producer_id: int) -> bool:
-        return 0 <= producer_id < self.next_id

@@ -193,14 +193,19 @@ def test_wire_dedupe_and_sequence_errors(kbroker_broker: Any) -> None:
         assert produce(c, topic, pid, epoch, 3)[0] == E.DUPLICATE_SEQUENCE_NUMBER  # older than 5
         assert produce(c, topic, pid, epoch, 30)[0] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce(c, topic, pid + 1000, 0, 7)[0] == E.UNKNOWN_PRODUCER_ID
-        # KIP-360 epoch bump: same id, epoch + 1, sequences restart at 0
+        # A producer without a transactional id that sends its current id and epoch (KIP-360)
+        # gets a new id with epoch 0, as Kafka's TransactionCoordinator answers; its old id
+        # still holds its sequences.
         pid2, epoch2 = init_pid(c, 4, pid, epoch)
-        assert (pid2, epoch2) == (pid, epoch + 1)
-        assert produce(c, topic, pid, epoch2, 5)[0] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
-        code, base = produce(c, topic, pid, epoch2, 0)
+        assert pid2 > pid and epoch2 == 0
+        code, base = produce(c, topic, pid2, epoch2, 0)
         assert code == E.NONE
-        assert produce(c, topic, pid, epoch, 27)[0] == E.INVALID_PRODUCER_EPOCH
-        assert kbroker_broker.state.get_log(topic, 0).log_end_offset == base + 3
+        assert produce(c, topic, pid, epoch, 24) == (E.NONE, base + 3)
+        assert kbroker_broker.state.get_log(topic, 0).log_end_offset == base + 6
+        # An id without its epoch (or the reverse) is a malformed request.
+        r = c.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                         producer_id=pid, producer_epoch=-1), 4)
+        assert r.error_code == E.INVALID_REQUEST
 
 
 @pytest.mark.parametrize("how", ["restart", "sigkill"])

@@ -49,3 +49,11 @@ def test_client_quotas_in_kafkas_order(kbroker_broker: Any) -> None:
         {"key": "consumer_byte_rate", "value": 1000},
         {"key": "request_percentage", "value": 0.5},
         {"key": "producer_byte_rate", "value": 1000}]}]
+
+
+def test_an_idempotent_producer_of_this_client_sends(kbroker_broker: Any) -> None:
+    """Its InitProducerId carries producer id 0 and epoch 0: without a transactional id
+    Kafka answers any such request with a new id (TransactionCoordinator)."""
+    r = run_node("idempotent.mjs", kbroker_broker.bootstrap_servers, topic="node-idem", count=5)
+    assert "error" not in r["sent"], r["sent"]
+    assert [(m["key"], m["value"]) for m in r["consumed"]] == [(f"k{i}", f"v{i}") for i in range(5)]

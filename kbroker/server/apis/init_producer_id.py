@@ -1,11 +1,11 @@
 """InitProducerId (key 22), v0-5: producer ids for idempotent and transactional producers.
 
-Without a transactional id (an idempotent producer): a fresh producer id with epoch 0.
-KIP-360 (v3+): a producer that sends its current producer id and epoch gets the same
-id with the epoch bumped (a fresh id once the epoch would overflow), which resets its
-sequences on every partition. In a cluster, where any broker may get the request, every
-producer gets a new id (as Kafka answers a producer without a transactional id), from
-blocks claimed in ZooKeeper.
+Without a transactional id (an idempotent producer): a fresh producer id with epoch 0,
+whatever producer id and epoch the request carries (Kafka's TransactionCoordinator
+"always blindly accept[s] the request and return[s] a new producerId"; a KIP-360 client
+that sends its current id gets a new one, which resets its sequences as a bump would).
+In a cluster, where any broker may get the request, the ids come from blocks claimed in
+ZooKeeper.
 
 With a transactional id: the transaction coordinator of that id answers (this broker
 must lead its __transaction_state partition, else NOT_COORDINATOR): the id's producer id
@@ -13,7 +13,7 @@ with its epoch bumped, fencing the previous producer of the id and aborting its
 transaction in progress (CONCURRENT_TRANSACTIONS until that is done: the client
 retries); INVALID_TRANSACTION_TIMEOUT for a transaction.timeout.ms above
 transaction.max.timeout.ms. A producer id given without an epoch (or the reverse) is
-INVALID_REQUEST; PRODUCER_FENCED reads INVALID_PRODUCER_EPOCH before v4, as Kafka
+INVALID_REQUEST (with or without a transactional id, as KafkaApis checks); PRODUCER_FENCED reads INVALID_PRODUCER_EPOCH before v4, as Kafka
 answers older clients.
 """
 
@@ -24,7 +24,6 @@ from collections.abc import Awaitable
 
 from kbroker.cluster.zk_producer_ids import ZkProducerIdManager
 from kbroker.common.error_code import ErrorCode
-from kbroker.coordinator.producer_id_manager import MAX_EPOCH
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from kbroker.server.request_context import RequestContext
 
@@ -33,19 +32,15 @@ log = logging.getLogger(__name__)
 
 def handle(ctx: RequestContext, request: InitProducerIdRequest
            ) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
+    version = ctx.api_version
+    if version >= 3 and (request.producer_id < 0) != (request.producer_epoch < 0):
+        return error_response(request, version, ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
         return _transactional(ctx, request)
     ids = ctx.services.producer_id_manager
     if isinstance(ids, ZkProducerIdManager):
-        # Any broker may get the request in a cluster: a new id every time, as Kafka answers
-        # a producer without a transactional id.
+        # Any broker may get the request in a cluster: ids come in blocks from ZooKeeper.
         return _generate_in_cluster(ids, request, ctx.api_version)
-    pid, epoch = request.producer_id, request.producer_epoch
-    if ctx.api_version >= 3 and pid >= 0:
-        if not ids.issued(pid) or epoch < 0:
-            return error_response(request, ctx.api_version, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        if epoch + 1 < MAX_EPOCH:
-            return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=epoch + 1)
     try:
         new_pid = ids.generate()
     except OSError:
@@ -57,8 +52,6 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest
 async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     version = ctx.api_version
     pid, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
-    if (pid < 0) != (epoch < 0):
-        return error_response(request, version, ErrorCode.INVALID_REQUEST)
     result = await ctx.services.txn_coordinator.init_producer_id(
         request.transactional_id or "", request.transaction_timeout_ms, None if pid < 0 else (pid, epoch))
     code = result.error_code
