@@ -2,7 +2,9 @@
 
 As Kafka: member metadata and assignments, and the protocol name, only in
 Stable; an unknown group is described as Dead with no error. v3+ with
-include_authorized_operations: a group described without error carries the group
+include_authorized_operations: a KIP-848 consumer group answers GROUP_ID_NOT_FOUND (state
+Dead), as Kafka 4 answers a group that is not classic (ConsumerGroupDescribe describes
+it). A group described without error carries the group
 operations the principal may do (kbroker.server.authorization); one with an error
 carries none (the field's default, as KafkaApis leaves it).
 """
@@ -33,6 +35,8 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
                              authorized_operations=UNSET_OPERATIONS))
             continue
         err, group = coord.describe_group(group_id)
+        if err == ErrorCode.NONE and coord.consumer.state_of(group_id) is not None:
+            err = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka 4: "Group ... is not a classic group."
         ops = UNSET_OPERATIONS
         if want_ops and err == ErrorCode.NONE:
             ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id)
