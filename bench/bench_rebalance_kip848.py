@@ -8,6 +8,8 @@ third joins. Measured:
 
     join_s   the third subscribes -> the three hold disjoint shares covering the 6
              partitions and every one has read a record since the join
+    pause_s  the longest time one of the first two members went without a record
+             meanwhile (a stop-the-world rebalance stops them; KIP-848 should not)
 
 Protocols: classic (librdkafka's default eager range assignor: every member stops),
 classic-cooperative (cooperative-sticky, KIP-429), consumer (group.protocol=consumer,
@@ -53,6 +55,8 @@ class Member:
                                   "auto.offset.reset": "latest", "log_level": 0, **conf})
         self.assignment: set[int] = set()
         self.read = 0
+        self.last = time.monotonic()
+        self.pause = 0.0
         self.consumer.subscribe([topic], on_assign=self._assign, on_revoke=self._revoke)
 
     def _assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -67,6 +71,9 @@ class Member:
         m = self.consumer.poll(0.01)
         if m is not None and m.error() is None:
             self.read += 1
+            now = time.monotonic()
+            self.pause = max(self.pause, now - self.last)
+            self.last = now
 
 
 def wait(members: list[Member], producer: Any, topic: str, done: Any, timeout: float = 120.0) -> float:
@@ -90,7 +97,7 @@ def covered(members: list[Member]) -> bool:
     return all(shares) and sum(map(len, shares)) == PARTITIONS and set().union(*shares) == set(range(PARTITIONS))
 
 
-def one_run(protocol: str, log_dir: Path) -> float:
+def one_run(protocol: str, log_dir: Path) -> dict[str, float]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -107,8 +114,10 @@ def one_run(protocol: str, log_dir: Path) -> float:
             wait(members, producer, topic, lambda: covered(members) and all(m.read for m in members))
             members.append(Member(broker.bootstrap, f"g-{topic}", topic, conf))
             for m in members:
-                m.read = 0
-            return wait(members, producer, topic, lambda: covered(members) and all(m.read for m in members))
+                m.read, m.last, m.pause = 0, time.monotonic(), 0.0
+            join = wait(members, producer, topic, lambda: covered(members) and all(m.read for m in members))
+            pause = max(m.pause for m in members[:2])
+            return {"join_s": round(join, 3), "pause_s": round(pause, 3)}
         finally:
             for m in members:
                 m.consumer.close()
@@ -122,20 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--protocols", nargs="+", default=list(PROTOCOLS))
     args = p.parse_args(argv)
-    runs: dict[str, list[float]] = {name: [] for name in args.protocols}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in args.protocols}
     with tempfile.TemporaryDirectory(prefix="bench-kip848-") as tmp:
         for _ in range(args.repeats):  # alternate protocols within each repeat
             for name in args.protocols:
-                runs[name].append(round(one_run(name, Path(tmp)), 3))
-                print(f"{name:20s} third member joined -> all consuming in {runs[name][-1]:.3f} s", flush=True)
-    median = {name: statistics.median(r) for name, r in runs.items()}
+                runs[name].append(one_run(name, Path(tmp)))
+                r = runs[name][-1]
+                print(f"{name:20s} third member joined -> all consuming in {r['join_s']:.3f} s; "
+                      f"longest pause of the others {r['pause_s']:.3f} s", flush=True)
+    median = {name: {k: statistics.median(x[k] for x in rs) for k in ("join_s", "pause_s")}
+              for name, rs in runs.items()}
     base = median.get("classic")
-    for name, value in median.items():
-        ratio = f" ({value / base:.2f}x classic)" if base else ""
-        print(f"median {name:20s} {value:.3f} s{ratio}")
+    for name, m in median.items():
+        ratio = f" ({m['join_s'] / base['join_s']:.2f}x classic)" if base else ""
+        pause = f" ({m['pause_s'] / base['pause_s']:.2f}x classic)" if base and base["pause_s"] else ""
+        print(f"median {name:20s} join {m['join_s']:.3f} s{ratio}, pause {m['pause_s']:.3f} s{pause}")
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps({"partitions": PARTITIONS, "members": 3, "join_s": runs,
-                                   "median_join_s": median}, indent=1) + "\n")
+    RESULTS.write_text(json.dumps({"partitions": PARTITIONS, "members": 3, "runs": runs,
+                                   "median": median}, indent=1) + "\n")
     return 0
 
 

@@ -34,6 +34,7 @@ class Member:
         self.assignment: set[int] = set()
         self.values: list[str] = []
         self.closed = False
+        self.revocations = 0  # revoked or lost partitions, as the callbacks saw them
         self.consumer.subscribe([topic] if isinstance(topic, str) else topic,
                                 on_assign=self._on_assign, on_revoke=self._on_revoke)
 
@@ -44,6 +45,7 @@ class Member:
             self.assignment = {p.partition for p in partitions}
 
     def _on_revoke(self, consumer: Consumer, partitions: list[Any]) -> None:
+        self.revocations += bool(partitions)
         if self.incremental:
             self.assignment -= {p.partition for p in partitions}
         else:

@@ -16,10 +16,11 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupType, KafkaError
+from confluent_kafka import ConsumerGroupType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from .groups_support import Member, covers, poll_until, produce
+from .test_groups_cli import groups
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -199,6 +200,9 @@ def test_admin_client_lists_and_describes_consumer_groups(broker: Any) -> None:
         assert d.type == ConsumerGroupType.CONSUMER
         assert sorted(len(mem.assignment.topic_partitions) for mem in d.members) == [3, 3]
         assert {tp.topic for mem in d.members for tp in mem.assignment.topic_partitions} == {topic}
+        listed_cli = groups(bs, "list").stdout.splitlines()  # `kbroker groups` shows the type
+        assert f"{group}\tStable\tConsumer" in listed_cli and f"{group}-classic\tStable\tClassic" in listed_cli
+        assert f"Group {group} (Consumer, Stable, 2 members)" in groups(bs, "describe", group).stdout
         bad = Member(bs, group, topic)  # a classic join to a consumer group is refused
         try:
             deadline = time.monotonic() + 30
@@ -212,5 +216,54 @@ def test_admin_client_lists_and_describes_consumer_groups(broker: Any) -> None:
             bad.close()
     finally:
         classic.close()
+        for m in members:
+            m.close()
+
+
+def test_a_regex_subscription_picks_up_a_new_topic(broker: Any) -> None:
+    bs = broker.bootstrap_servers
+    tag = uuid.uuid4().hex[:8]
+    first, second = f"rx{tag}-a", f"rx{tag}-b"
+    produce(bs, first, [(0, "a0")])
+    m = Member(bs, f"grx-{tag}", f"^rx{tag}-.*", **KIP848)
+    try:
+        def topics() -> set[str]:
+            return {tp.topic for tp in m.consumer.assignment()}
+
+        poll_until([m], lambda: topics() == {first} and "a0" in m.values)
+        produce(bs, second, [(1, "b1")])  # created by the produce (auto.create.topics.enable)
+        poll_until([m], lambda: topics() == {first, second} and "b1" in m.values, timeout=60)
+    finally:
+        m.close()
+
+
+def test_the_group_survives_a_broker_restart(broker_factory: Any) -> None:
+    """Members stay up while the broker is killed and started again on its log: the group's
+    records bring back its epochs and assignments, so nobody loses a partition, and the
+    committed offsets are where they were."""
+    bp = broker_factory(BROKER).start()
+    bs = bp.bootstrap_servers
+    topic, group = names()
+    produce(bs, topic, records("w", 1))
+    members = [Member(bs, group, topic, **KIP848, **{"reconnect.backoff.max.ms": 200}) for _ in range(2)]
+    try:
+        poll_until(members, lambda: covers(members, PARTITIONS) and len(set(read(members))) == PARTITIONS)
+        for m in members:
+            m.commit()
+        assignments = [set(m.assignment) for m in members]
+        revoked = [m.revocations for m in members]
+        bp.kill()
+        port = bs.rsplit(":", 1)[1]
+        bp2 = broker_factory({**BROKER, "listeners": f"PLAINTEXT://127.0.0.1:{port}"}, log_dir=bp.log_dir).start()
+        second = records("b", 5)
+        produce(bp2.bootstrap_servers, topic, second)
+        poll_until(members, lambda: set(read(members)) >= {v for _, v in second}, timeout=60)
+        assert sorted(v for v in read(members) if v.startswith("b-")) == sorted(v for _, v in second)
+        assert [set(m.assignment) for m in members] == assignments
+        assert [m.revocations for m in members] == revoked  # no partition revoked or lost
+        committed = members[0].consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)],
+                                                  timeout=10)
+        assert [tp.offset for tp in committed] == [1] * PARTITIONS  # the warm-up record each
+    finally:
         for m in members:
             m.close()
