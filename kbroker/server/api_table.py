@@ -16,6 +16,36 @@ version from them; Fetch 17 reads as 3.9). Produce is advertised from 0 though
 only 3+ (magic 2) is accepted, because librdkafka 2.0.2 turns compression off
 when the Produce range lacks 0 (librdkafka #4956); clients always pick the
 highest common version.
+
+Kafka 4.x (issue #36). The codecs cover every version of Kafka 3.9 and 4.x, but a
+range goes past 3.9's maximum only where the handler does what the newer version
+means and a real client (kafka-python 3.0, which carries Kafka 4.3's schemas) sends
+it in a test. Advertised 4.x versions:
+- Metadata 13 (KIP-1102): a top-level error code, for REBOOTSTRAP_REQUIRED, which
+  Kafka's brokers leave NONE, as kbroker does.
+- DescribeGroups 6 (KIP-1043): an unknown group answers GROUP_ID_NOT_FOUND with an
+  error message, not a Dead group without error.
+- DescribeCluster 2 (KIP-1073): include_fenced_brokers and is_fenced; no kbroker
+  broker is ever fenced (see describe_cluster.py).
+Not advertised, though codecs exist:
+- Produce 12-13, TxnOffsetCommit 5-6, OffsetCommit/OffsetFetch 10: Produce 12 and
+  TxnOffsetCommit 5 are KIP-890's transaction version 2 (partitions join a
+  transaction implicitly); Produce 13, TxnOffsetCommit 6 and OffsetCommit/Fetch 10
+  name topics by id only; and kafka-python reads Produce 13 as a 4.1 broker.
+- Fetch 18: a follower's high watermark in the request (KIP-1166), for a replica
+  manager kbroker's does not have.
+- ListOffsets 8-11 (tiered storage's earliest-local, earliest-pending-upload) and
+  DescribeLogDirs 5: kafka-python reads ListOffsets 10 as 4.0, 11 as 4.2 and
+  DescribeLogDirs 5 as 4.3.
+- EndTxn 5: transaction version 2 (KIP-890 part 2), which kbroker's transaction
+  coordinator does not implement.
+- InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
+- ApiVersions 5 (KIP-1242: a cluster id / node id check, REBOOTSTRAP_REQUIRED),
+  DeleteGroups 3 (a per-group error message), ListTransactions 2 (a transactional id
+  pattern): not implemented yet.
+- The APIs Kafka 4 added or that kbroker does not serve (KIP-848 consumer groups, share
+  groups, streams groups, KRaft's) have codecs but no handler, so they are not in the
+  table and not advertised.
 """
 
 from __future__ import annotations
@@ -92,7 +122,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.PRODUCE, 0, 11, produce),
         _spec(ApiKey.FETCH, 4, 17, fetch),
         _spec(ApiKey.LIST_OFFSETS, 1, 7, list_offsets),
-        _spec(ApiKey.METADATA, 0, 12, metadata),
+        _spec(ApiKey.METADATA, 0, 13, metadata),
         _spec(ApiKey.API_VERSIONS, 0, 4, api_versions),
         _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
         _spec(ApiKey.OFFSET_COMMIT, 2, 9, offset_commit),
@@ -102,12 +132,12 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.HEARTBEAT, 0, 4, heartbeat),
         _spec(ApiKey.LEAVE_GROUP, 0, 5, leave_group),
         _spec(ApiKey.SYNC_GROUP, 0, 5, sync_group),
-        _spec(ApiKey.DESCRIBE_GROUPS, 0, 5, describe_groups),
+        _spec(ApiKey.DESCRIBE_GROUPS, 0, 6, describe_groups),
         _spec(ApiKey.LIST_GROUPS, 0, 5, list_groups),
         _spec(ApiKey.DELETE_GROUPS, 0, 2, delete_groups),
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
         _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat),
-        _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, consumer_group_describe),
+        _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
         _spec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn),
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn),
@@ -124,7 +154,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.ALTER_CONFIGS, 0, 2, alter_configs),
         _spec(ApiKey.CREATE_PARTITIONS, 0, 3, create_partitions),
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
-        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 1, describe_cluster),
+        _spec(ApiKey.DESCRIBE_CLUSTER, 0, 2, describe_cluster),
         _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions),
         _spec(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, describe_log_dirs),
         _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2, alter_replica_log_dirs),

@@ -1,6 +1,11 @@
 """kafka-python 3.x KafkaAdminClient and aiokafka 0.14 AIOKafkaAdminClient against a
 `kbroker serve` subprocess: create/delete topics, describe and alter configs,
-create partitions, delete records, describe cluster and topics."""
+create partitions, delete records, describe cluster and topics.
+
+And the Kafka 4.x versions kbroker advertises (api_table.py's docstring): kafka-python
+3.0 carries Kafka 4.3's schemas, so it sends each at its newest version: Metadata 13
+(a top-level error code), DescribeGroups 6 (GROUP_ID_NOT_FOUND for an unknown group,
+with its message) and DescribeCluster 2 (include_fenced_brokers, is_fenced)."""
 
 from __future__ import annotations
 
@@ -35,6 +40,9 @@ from kafka.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kafka.protocol.admin import DescribeClusterRequest, DescribeGroupsRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.structs import OffsetAndMetadata
 
 from kbroker.common.configs import TOPIC_CONFIGS
 
@@ -199,6 +207,49 @@ def test_kafka_python_authorized_operations_without_an_authorizer(kp_admin: Kafk
     assert set(kp_admin.describe_topics([topic])[0]["authorized_operations"]) == topic_ops
     bits = kp_admin.describe_topic_partitions([topic])["topics"][0]["topic_authorized_operations"]
     assert {op.name for op in ACLOperation if bits & (1 << op.value)} == topic_ops
-    group = _name("kpo-group")
+    group = _name("kpo-group")  # a group that exists: DescribeGroups v6 answers an unknown one NOT_FOUND
+    committed = kp_admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+    assert all(error.errno == 0 for error in committed.values()), committed
     described = kp_admin.describe_groups([group], include_authorized_operations=True)[group]
     assert set(described["authorized_operations"]) == {"READ", "DESCRIBE", "DELETE"}
+
+
+def _negotiated(admin: KafkaAdminClient, request: type) -> int:
+    return admin._manager.broker_version_data.api_version(request)
+
+
+def test_metadata_v13_top_level_error_code(kp_admin: KafkaAdminClient) -> None:
+    assert _negotiated(kp_admin, MetadataRequest) == 13
+    topic = _name("k4")
+    kp_admin.create_topics([NewTopic(topic, 2, 1)])
+    response = kp_admin._manager.run(kp_admin._manager.send, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False))
+    assert response.API_VERSION == 13
+    assert response.error_code == 0
+    assert [(t.name, len(t.partitions), t.error_code) for t in response.topics] == [(topic, 2, 0)]
+    assert [p["partition_index"] for p in kp_admin.describe_topics([topic])[0]["partitions"]] == [0, 1]
+
+
+def test_describe_groups_v6_unknown_group_is_not_found(kp_admin: KafkaAdminClient) -> None:
+    assert _negotiated(kp_admin, DescribeGroupsRequest) == 6
+    ghost = _name("k4-ghost")
+    described = kp_admin.describe_groups([ghost])[ghost]
+    assert described["error"] is not None and "GroupIdNotFound" in described["error"]
+    assert f"Group {ghost} not found." in described["error"]
+    assert described["group_state"] == "Dead" and described["members"] == []
+
+    topic, group = _name("k4"), _name("k4-group")
+    kp_admin.create_topics([NewTopic(topic, 1, 1)])
+    committed = kp_admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+    assert all(error.errno == 0 for error in committed.values()), committed
+    known = kp_admin.describe_groups([group], include_authorized_operations=True)[group]
+    assert known["error"] is None and known["group_state"] == "Empty"
+    assert set(known["authorized_operations"]) == {"READ", "DESCRIBE", "DELETE"}
+
+
+def test_describe_cluster_v2_with_fenced_brokers(kp_admin: KafkaAdminClient, broker_process: Any) -> None:
+    assert _negotiated(kp_admin, DescribeClusterRequest) == 2
+    cluster = kp_admin.describe_cluster()  # kafka-python sets include_fenced_brokers
+    assert cluster["controller_id"] == 0
+    assert [(b["broker_id"], b["is_fenced"]) for b in cluster["brokers"]] == [(0, False)]
+    assert cluster["brokers"][0]["port"] == int(broker_process.bootstrap_servers.rsplit(":", 1)[1])

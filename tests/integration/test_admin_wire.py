@@ -312,6 +312,9 @@ def test_describe_cluster_every_version(wire: WireClient, broker: Broker, versio
     if version >= 1:
         controllers = wire.call(DescribeClusterRequest(endpoint_type=2), version)
         assert controllers.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+    if version >= 2:  # KIP-1073: no kbroker broker is fenced, so the flag adds none
+        fenced = wire.call(DescribeClusterRequest(include_fenced_brokers=True), version)
+        assert [(b.broker_id, b.is_fenced) for b in fenced.brokers] == [(0, False)]
 
 
 def test_describe_topic_partitions_pages_with_a_cursor(wire: WireClient) -> None:

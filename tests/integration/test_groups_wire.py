@@ -1,5 +1,6 @@
 """Group APIs on the wire, with exact requests: FindCoordinator batching, the internal
-topic in Metadata, JoinGroup versions, OffsetCommit/OffsetFetch shapes, OffsetDelete."""
+topic in Metadata, JoinGroup versions, OffsetCommit/OffsetFetch shapes, OffsetDelete,
+DescribeGroups' unknown group before and from v6."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from kbroker.common.error_code import ErrorCode as E
+from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.heartbeat import HeartbeatRequest
 from kbroker.protocol.messages.join_group import JoinGroupRequest
@@ -165,3 +167,18 @@ def test_deleting_a_topic_deletes_its_committed_offsets(kbroker_broker: Any) -> 
         r = c.call(DeleteTopicsRequest(topic_names=["doomed"], timeout_ms=5000), 5)
         assert r.responses[0].error_code == E.NONE
         assert c.call(OffsetFetchRequest(group_id="dg", topics=None), 7).topics == []
+
+
+def test_describe_groups_unknown_group_by_version(kbroker_broker: Any) -> None:
+    """KIP-1043: v0-5 describe an unknown group as Dead without error; v6 adds
+    GROUP_ID_NOT_FOUND and a message (kafka-python's admin, at v6, is in
+    test_admin_python_clients)."""
+    with WireClient(kbroker_broker.bootstrap_servers) as c:
+        assert c.call(FindCoordinatorRequest(key="ghost"), 0).error_code == 0
+        for version in range(7):
+            g = c.call(DescribeGroupsRequest(groups=["ghost"]), version).groups[0]
+            assert (g.group_id, g.group_state, g.members) == ("ghost", "Dead", [])
+            if version < 6:
+                assert g.error_code == E.NONE
+            else:
+                assert (g.error_code, g.error_message) == (E.GROUP_ID_NOT_FOUND, "Group ghost not found.")

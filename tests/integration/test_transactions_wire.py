@@ -111,7 +111,7 @@ def test_transactional_offsets_wait_for_the_commit(kbroker_broker: Broker) -> No
         def commit(generation: int = -1, member: str = "") -> int:
             req = TxnOffsetCommitRequest(
                 transactional_id="offsets", group_id="g", producer_id=pid, producer_epoch=epoch,
-                generation_id=generation, member_id=member, topics=[
+                generation_id_or_member_epoch=generation, member_id=member, topics=[
                     TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="src", partitions=[
                         TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
                             partition_index=0, committed_offset=42, committed_metadata="m")])])

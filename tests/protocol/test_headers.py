@@ -46,8 +46,8 @@ def test_api_key_table() -> None:
     assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.LIST_OFFSETS == 2
     assert ApiKey.METADATA == 3 and ApiKey.API_VERSIONS == 18
     assert ApiKey.DESCRIBE_TOPIC_PARTITIONS == 75
-    assert VALID_VERSIONS[ApiKey.PRODUCE] == (0, 11)
-    assert VALID_VERSIONS[ApiKey.FETCH] == (0, 17)
+    assert VALID_VERSIONS[ApiKey.PRODUCE] == (0, 13)  # 3.9: 0-11, 4.x: 3-13
+    assert VALID_VERSIONS[ApiKey.FETCH] == (0, 18)  # 3.9: 0-17, 4.x: 4-18
     assert FLEXIBLE_VERSIONS[ApiKey.PRODUCE] == 9
     assert FLEXIBLE_VERSIONS[ApiKey.SASL_HANDSHAKE] is None
     for key in ApiKey:

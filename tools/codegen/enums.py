@@ -53,6 +53,11 @@ def render_error_code(rows: list[tuple[int, str, str]]) -> str:
     return "".join(out)
 
 
+# ApiKey aliases under an API's old name: (name, key). Key 74 is ListConfigResources
+# since Kafka 4.1 (KIP-1142); Kafka 3.9 called it ListClientMetricsResources.
+RENAMED_APIS = (("LIST_CLIENT_METRICS_RESOURCES", 74),)
+
+
 def api_enum_name(msg: Message) -> str:
     return snake_case(msg.name.removesuffix("Request")).upper()
 
@@ -63,7 +68,7 @@ def render_api_key(requests: list[Message]) -> str:
         HEADER,
         '"""Kafka API keys, their valid and flexible versions, and header versions.\n',
         "\n",
-        "Header rules (ApiMessageTypeGenerator at 3.9): a request uses header v2 when its\n",
+        "Header rules (ApiMessageTypeGenerator, 3.9 and 4.x): a request uses header v2 when its\n",
         "API version is flexible, else v1 (ControlledShutdown v0 uses v0); a response uses\n",
         "header v1 when flexible, else v0, except ApiVersions, whose response header is\n",
         "always v0 (KIP-511). Unknown API keys are treated as never flexible.\n",
@@ -76,10 +81,12 @@ def render_api_key(requests: list[Message]) -> str:
     ]
     for m in requests:
         out.append(f"    {api_enum_name(m)} = {m.api_key}\n")
+    for old, key in RENAMED_APIS:
+        out.append(f"    {old} = {key}  # its Kafka 3.9 name\n")
     out += [
         "\n",
         "\n",
-        "# api key -> (min version, max version) valid in Kafka 3.9\n",
+        "# api key -> (min version, max version): the union of Kafka 3.9's and 4.x's ranges\n",
         "VALID_VERSIONS: dict[int, tuple[int, int]] = {\n",
     ]
     for m in requests:
@@ -93,6 +100,16 @@ def render_api_key(requests: list[Message]) -> str:
     for m in requests:
         first = None if m.flexible is None or m.flexible[0] > MAX_VERSION else m.flexible[0]
         out.append(f"    {m.api_key}: {first},  # {api_enum_name(m)}\n")
+    out += [
+        "}\n",
+        "\n",
+        "# api key -> the versions its spec marks latestVersionUnstable (never advertised)\n",
+        "UNSTABLE_VERSIONS: dict[int, tuple[int, ...]] = {\n",
+    ]
+    for m in requests:
+        if m.unstable_versions:
+            vs = ", ".join(str(v) for v in m.unstable_versions) + ("," if len(m.unstable_versions) == 1 else "")
+            out.append(f"    {m.api_key}: ({vs}),  # {api_enum_name(m)}\n")
     out += [
         "}\n",
         "\n",

@@ -532,7 +532,37 @@ def render_messages(messages: list[Message]) -> dict[str, str]:
         by_module.setdefault(module_name(m), []).append(m)
     files = {f"messages/{mod}.py": render_module(mod, ms) for mod, ms in by_module.items()}
     files["messages/__init__.py"] = render_init_module(messages)
+    for old_mod, new_mod, names in RENAMED_MODULES:
+        files[f"messages/{old_mod}.py"] = render_alias_module(old_mod, new_mod, names)
     return files
+
+
+# A module kept under an API's old name: (old module, new module, (old class, new class)...).
+RENAMED_MODULES = (
+    (
+        "list_client_metrics_resources",
+        "list_config_resources",
+        (
+            ("ListClientMetricsResourcesRequest", "ListConfigResourcesRequest"),
+            ("ListClientMetricsResourcesResponse", "ListConfigResourcesResponse"),
+        ),
+    ),
+)
+
+
+def render_alias_module(old_mod: str, new_mod: str, names: tuple[tuple[str, str], ...]) -> str:
+    imports = ", ".join(f"{new} as {old}" for old, new in names)
+    lines = [
+        HEADER.rstrip("\n"),
+        f'"""{old_mod}: the Kafka 3.9 name of {new_mod} (API key renamed in Kafka 4.1, KIP-1142)."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        f"from kbroker.protocol.messages.{new_mod} import {imports}",
+        "",
+        "__all__ = [" + ", ".join(f'"{old}"' for old, _ in names) + "]",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def render_internal_records(records: list[Message]) -> dict[str, str]:

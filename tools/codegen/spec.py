@@ -8,7 +8,8 @@ Spec language (see message-spec/README.md upstream): a message has "name", "type
 for structs, nested "fields".
 
 Version ranges are kept as (lo, hi) tuples, inclusive; "N+" is (N, MAX_VERSION);
-"none" is None.
+"none" is None. A message whose validVersions is "none" (an API Kafka 4 removed) loads
+with ``valid = None``; merge.py keeps the 3.9 definition of such an API.
 """
 
 from __future__ import annotations
@@ -123,11 +124,15 @@ class Message:
     name: str  # e.g. ProduceRequest
     kind: str  # request | response | header | data
     api_key: int | None
-    valid: tuple[int, int]
+    valid: tuple[int, int]  # None only for a removed API (validVersions "none")
     flexible: Versions
     fields: list[Field]
     structs: list[Struct] = field(default_factory=list)  # leaf first
     path: str = ""
+    unstable: bool = False  # "latestVersionUnstable": the highest valid version is not final
+    # set by merge.py: version -> label of the spec folder its definition came from
+    sources: dict[int, str] = field(default_factory=dict)
+    unstable_versions: tuple[int, ...] = ()  # set by merge.py
 
     @property
     def top(self) -> Struct:
@@ -143,15 +148,15 @@ def _union(a: Versions, b: Versions) -> Versions:
 def load(path: Path) -> Message:
     raw = json.loads(strip_comments(path.read_text()))
     valid = parse_versions(raw["validVersions"])
-    assert valid is not None, path
     msg = Message(
         name=raw["name"],
         kind=raw["type"],
         api_key=raw.get("apiKey"),
-        valid=valid,
+        valid=valid,  # type: ignore[arg-type]
         flexible=parse_versions(raw.get("flexibleVersions", "none")),
         fields=[],
         path=path.name,
+        unstable=bool(raw.get("latestVersionUnstable", False)),
     )
     common: dict[str, dict] = {s["name"]: s for s in raw.get("commonStructs", [])}
     structs: dict[str, Struct] = {}
@@ -165,7 +170,7 @@ def load(path: Path) -> Message:
                 versions=parse_versions(spec.get("versions")),
                 nullable=parse_versions(spec.get("nullableVersions")),
                 tagged=parse_versions(spec.get("taggedVersions")),
-                tag=spec.get("tag"),
+                tag=None if spec.get("tag") is None else int(spec["tag"]),
                 flexible=(
                     parse_versions(spec["flexibleVersions"])
                     if "flexibleVersions" in spec
@@ -195,7 +200,7 @@ def load(path: Path) -> Message:
             out.append(f)
         return out
 
-    msg.fields = build_fields(raw["fields"])
+    msg.fields = build_fields(raw.get("fields", []))  # a removed API has none
     return msg
 
 

@@ -1,5 +1,6 @@
-"""ConsumerGroupDescribe (key 69), v0: a KIP-848 consumer group's state, epochs, assignor
-and members (subscription, current and target assignment with topic names).
+"""ConsumerGroupDescribe (key 69), v0-1: a KIP-848 consumer group's state, epochs,
+assignor and members (subscription, current and target assignment with topic names;
+v1, KIP-1099: each member's type).
 
 As Kafka's: GROUP_ID_NOT_FOUND for an unknown group or a classic one; DESCRIBE on the
 group, else GROUP_AUTHORIZATION_FAILED; include_authorized_operations fills the bit
@@ -23,6 +24,7 @@ from kbroker.server.request_context import RequestContext
 
 R = ConsumerGroupDescribeResponse
 UNSET_OPERATIONS = -(2**31)
+CONSUMER_MEMBER = 1  # v1 (KIP-1099) member_type: 0 classic, 1 consumer; every member here is one
 
 
 def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
@@ -51,7 +53,8 @@ def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> Consum
                 subscribed_topic_names=list(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(m.assigned, names),
-                target_assignment=_assignment(group.target.get(m.member_id, {}), names))
+                target_assignment=_assignment(group.target.get(m.member_id, {}), names),
+                member_type=CONSUMER_MEMBER)
                 for m in group.members.values()]))
     return R(groups=out)
 

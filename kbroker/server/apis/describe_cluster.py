@@ -1,10 +1,16 @@
-"""DescribeCluster (key 60), v0-1: the cluster id, the controller and the brokers.
+"""DescribeCluster (key 60), v0-2: the cluster id, the controller and the brokers.
 
 One broker: it is the controller and the only broker, advertised on the
 listener the request came in on. v1's endpoint_type 2 (controllers) ->
 UNSUPPORTED_ENDPOINT_TYPE, as a Kafka 3.9 broker answers (KafkaApis). Cluster
 authorized operations: those the principal may do (kbroker.server.authorization); with
 no authorizer, every one the cluster supports.
+
+v2 (KIP-1073) adds include_fenced_brokers and each broker's is_fenced. A KRaft
+controller fences a registered broker that stops heartbeating; kbroker's brokers
+register in ZooKeeper, and one that loses its session is no longer registered, so
+every broker listed is unfenced (is_fenced false) and there is no fenced broker for
+include_fenced_brokers to add: the answer is the same with it set or not.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""DescribeGroups (key 15), v0-5: state, protocol and members of each group.
+"""DescribeGroups (key 15), v0-6: state, protocol and members of each group.
 
 As Kafka: member metadata and assignments, and the protocol name, only in
-Stable; an unknown group is described as Dead with no error. v3+ with
-include_authorized_operations: a KIP-848 consumer group answers GROUP_ID_NOT_FOUND (state
-Dead), as Kafka 4 answers a group that is not classic (ConsumerGroupDescribe describes
-it). A group described without error carries the group
+Stable; an unknown group is described as Dead, with no error up to v5 and, from v6
+(KIP-1043), with GROUP_ID_NOT_FOUND and the message "Group <id> not found." (Kafka's
+GroupMetadataManager.describeGroups; KafkaApis maps it back to no error for v0-5). A
+KIP-848 consumer group is not a classic group: Dead with no error up to v5, from v6
+GROUP_ID_NOT_FOUND "Group <id> is not a classic group." (ConsumerGroupDescribe describes
+it). v3+ with include_authorized_operations: a group described without error carries the group
 operations the principal may do (kbroker.server.authorization); one with an error
 carries none (the field's default, as KafkaApis leaves it).
 """
@@ -35,8 +37,14 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
                              authorized_operations=UNSET_OPERATIONS))
             continue
         err, group = coord.describe_group(group_id)
+        message = f"Group {group_id} not found."
         if err == ErrorCode.NONE and coord.consumer.state_of(group_id) is not None:
-            err = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka 4: "Group ... is not a classic group."
+            group, message = None, f"Group {group_id} is not a classic group."
+        if err == ErrorCode.NONE and ctx.api_version >= 6 and (group is None or group.is_(GroupState.DEAD)):
+            out.append(Group(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message,
+                             group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
+                             protocol_data="", members=[], authorized_operations=UNSET_OPERATIONS))
+            continue
         ops = UNSET_OPERATIONS
         if want_ops and err == ErrorCode.NONE:
             ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id)

@@ -1,4 +1,4 @@
-"""Metadata (key 3), v0-12: the brokers, the controller, the cluster id, and topics
+"""Metadata (key 3), v0-13: the brokers, the controller, the cluster id, and topics
 with each partition's leader, leader epoch, replicas, ISR and offline replicas.
 
 All of it comes from the ClusterView (server/../cluster/metadata_cache.py): on a single
@@ -16,6 +16,10 @@ otherwise UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for an unknown id, v10+).
 null topic list (v1+) or an empty one (v0) means all topics. A cluster broker answers
 only once the controller has described the cluster to it (its first UpdateMetadata,
 waited for at most 10 s after a start).
+
+v13 (KIP-1102) adds a top-level error code, through which a broker may tell a client
+REBOOTSTRAP_REQUIRED (forget its brokers, start again from bootstrap.servers). Kafka's
+brokers answer it NONE; so does kbroker, which never needs a client to rebootstrap.
 """
 
 from __future__ import annotations

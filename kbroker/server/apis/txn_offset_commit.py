@@ -43,7 +43,7 @@ def handle(ctx: RequestContext, request: TxnOffsetCommitRequest
         OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
                           p.committed_metadata or "", now)))
     if offsets:
-        generation, member, instance = ((request.generation_id, request.member_id, request.group_instance_id)
+        generation, member, instance = ((request.generation_id_or_member_epoch, request.member_id, request.group_instance_id)
                                         if version >= 3 else (-1, "", None))
         errors.update(coordinator(ctx).commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch, member, instance, generation,

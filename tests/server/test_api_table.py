@@ -1,0 +1,60 @@
+"""The handler tables against the generated codecs (issue #36).
+
+Every advertised (key, version) has a request and a response codec; no version a spec
+marks latestVersionUnstable is advertised; every key has a handler; the ranges kept
+below Kafka 4.x's maxima stay where api_table's docstring says (clients infer the
+broker version from maxima, and Produce v13 / Fetch v13+ need topic ids). That the
+single-broker table is exactly the ApiVersions answer is tests/integration/test_wire.py's
+test_api_versions_advertises_only_implemented_apis, over a real socket.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kbroker.protocol import messages
+from kbroker.protocol.api_key import UNSTABLE_VERSIONS, VALID_VERSIONS
+from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
+
+TABLES = [pytest.param(API_TABLE, id="single"), pytest.param(CLUSTER_API_TABLE, id="cluster")]
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_advertised_version_has_a_codec(table: dict) -> None:
+    for key, spec in table.items():
+        assert spec.api_key == key
+        assert spec.min_version <= spec.max_version
+        for codec in (messages.REQUESTS[key], messages.RESPONSES[key]):
+            lo, hi = codec.VALID_VERSIONS
+            assert lo <= spec.min_version and spec.max_version <= hi, (key, codec.__name__)
+        assert VALID_VERSIONS[key][0] <= spec.min_version and spec.max_version <= VALID_VERSIONS[key][1]
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_no_unstable_version_is_advertised(table: dict) -> None:
+    for key, spec in table.items():
+        for v in UNSTABLE_VERSIONS.get(key, ()):
+            assert not spec.min_version <= v <= spec.max_version, (key, v)
+    assert 22 in UNSTABLE_VERSIONS and API_TABLE[22].max_version < min(UNSTABLE_VERSIONS[22])
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_every_key_has_a_handler(table: dict) -> None:
+    for spec in table.values():
+        assert callable(spec.handler), spec.api_key
+
+
+def test_maxima_that_stay_below_kafka_4() -> None:
+    # Produce v13 and Fetch v13+ name topics by id; kafka-python reads Produce 13 as a
+    # 4.1 broker and ListOffsets 10 as 4.0 (broker_version_data.py): not implemented
+    assert API_TABLE[0].max_version == 11 and API_TABLE[0].min_version == 0
+    assert API_TABLE[1].max_version == 17
+    assert API_TABLE[2].max_version == 7
+    assert API_TABLE[22].max_version == 5
+    assert API_TABLE[35].max_version == 4  # DescribeLogDirs 5 reads as Kafka 4.3
+
+
+def test_removed_apis_only_in_the_cluster_table() -> None:
+    for key in (4, 5, 6, 7):  # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
+        assert key not in API_TABLE
+        assert CLUSTER_API_TABLE[key].max_version == VALID_VERSIONS[key][1]
