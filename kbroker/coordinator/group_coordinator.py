@@ -31,14 +31,8 @@ from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.coordinator import consumer_group_coordinator as cgc
 from kbroker.coordinator.consumer_group import ConsumerGroup
-from kbroker.coordinator.consumer_group_coordinator import (
-    ConsumerGroupConfig,
-    ConsumerGroupCoordinator,
-    HeartbeatResult,
-    TopicLookup,
-)
-from kbroker.coordinator.consumer_group_coordinator import HeartbeatRequest as ConsumerHeartbeat
 from kbroker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -71,13 +65,12 @@ class CoordinatorConfig:
     group_max_size: int = 2**31 - 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
-    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
+    consumer: cgc.ConsumerGroupConfig = field(default_factory=cgc.ConsumerGroupConfig)
 
     @classmethod
     def from_broker_config(cls, c: Any) -> CoordinatorConfig:
-        consumer = ConsumerGroupConfig(c.group_consumer_session_timeout_ms,
-                                       c.group_consumer_heartbeat_interval_ms,
-                                       c.group_consumer_max_size, tuple(c.group_consumer_assignors))
+        consumer = cgc.ConsumerGroupConfig(c.group_consumer_session_timeout_ms, c.group_consumer_heartbeat_interval_ms,
+                                           c.group_consumer_max_size, tuple(c.group_consumer_assignors))
         return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
                    c.group_initial_rebalance_delay_ms, c.group_max_size,
                    c.offsets_retention_minutes * 60_000, c.offset_metadata_max_bytes, consumer)
@@ -110,9 +103,8 @@ class GroupCoordinator:
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = set() if clustered else None
-        # KIP-848 consumer groups; their committed offsets stay in `groups` (a GroupMetadata
-        # each, Empty as a classic group), as Kafka keeps one offsets store for both types.
-        self.consumer = ConsumerGroupCoordinator(
+        # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
+        self.consumer = cgc.ConsumerGroupCoordinator(
             config.consumer, self.timers, self._classic_active,
             lambda group_id, records: self._write(group_id, "writing consumer group records",
                                                   lambda: self.store.append(group_id, records)))
@@ -213,18 +205,14 @@ class GroupCoordinator:
             self.consumer.drop(group_id, forget=True)
 
     # -- KIP-848 consumer groups (consumer_group_coordinator.py)
-    def consumer_heartbeat(self, req: ConsumerHeartbeat, topics: TopicLookup) -> HeartbeatResult:
+    def consumer_heartbeat(self, req: cgc.HeartbeatRequest, topics: cgc.TopicLookup) -> cgc.HeartbeatResult:
         err = self._check_group_id(req.group_id)
-        if err != E.NONE:
-            return HeartbeatResult(err)
-        return self.consumer.heartbeat(req, topics)
+        return cgc.HeartbeatResult(err) if err != E.NONE else self.consumer.heartbeat(req, topics)
 
     def consumer_describe(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
         err = self._check_group_id(group_id)
-        group = self.consumer.groups.get(group_id)
-        if err == E.NONE and (group is None or group.dead):
-            err = E.GROUP_ID_NOT_FOUND
-        return err, group if err == E.NONE else None
+        group = self.consumer.groups.get(group_id) if err == E.NONE else None
+        return (E.GROUP_ID_NOT_FOUND if err == E.NONE and (group is None or group.dead) else err), group
 
     # -- JoinGroup
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
@@ -587,8 +575,7 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata],
                        api_version: int = 9) -> dict[tuple[str, int], int]:
-        """Classic members commit with their generation, consumer-protocol members with
-        their member epoch (OffsetCommit v9+)."""
+        """Classic members commit with their generation, KIP-848 members their member epoch."""
         err = self._check_group_id(group_id)
         group = self.groups.get(group_id)
         consumer_err = None if err != E.NONE else self.consumer.check_commit(
@@ -739,11 +726,13 @@ class GroupCoordinator:
         out = []
         for group_id in self.groups.keys() | self.consumer.groups.keys():
             consumer_state = self.consumer.state_of(group_id)
-            if consumer_state is None:
-                g = self.groups[group_id]
+            g = self.groups.get(group_id)
+            if consumer_state is not None:
+                kind, ptype, state = "consumer", "consumer", consumer_state.value
+            elif g is not None:
                 kind, ptype, state = "classic", g.protocol_type or "", g.state.value
             else:
-                kind, ptype, state = "consumer", "consumer", consumer_state.value
+                continue
             if want_states and state.lower() not in want_states:
                 continue
             if want_types and kind not in want_types:

@@ -4,7 +4,8 @@ heartbeats, acknowledges revocations (its owned partitions) and leaves (-1; stat
 members -2); the coordinator answers its member id, epoch, heartbeat interval and,
 when it changed, its assignment by topic id (coordinator/consumer_group_coordinator.py).
 
-Authorization as Kafka's: READ on the group, else GROUP_AUTHORIZATION_FAILED.
+Authorization as Kafka's: READ on the group, else GROUP_AUTHORIZATION_FAILED (checked
+before the handler, kbroker.server.authorization's REQUEST_CHECKS).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import client_host, coordinator
 from kbroker.server.request_context import RequestContext
 
@@ -24,8 +24,6 @@ R = ConsumerGroupHeartbeatResponse
 
 
 def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
-    if not authz.authorize_group(ctx, "READ", request.group_id):
-        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=None, member_epoch=-1)
     owned: Assignment | None = None
     if request.topic_partitions is not None:
         owned = {}
