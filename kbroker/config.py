@@ -313,6 +313,15 @@ class BrokerConfig:
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     group_max_size: int
+    group_consumer_session_timeout_ms: int
+    group_consumer_min_session_timeout_ms: int
+    group_consumer_max_session_timeout_ms: int
+    group_consumer_heartbeat_interval_ms: int
+    group_consumer_min_heartbeat_interval_ms: int
+    group_consumer_max_heartbeat_interval_ms: int
+    group_consumer_max_size: int
+    group_consumer_assignors: tuple[str, ...]
+    group_consumer_migration_policy: str
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     offsets_topic_segment_bytes: int
@@ -378,6 +387,7 @@ class BrokerConfig:
         if values["max_connections_per_ip"] == 0 and not overrides:  # Kafka's check
             raise ConfigError("max.connections.per.ip=0 needs max.connections.per.ip.overrides "
                               "(no address could connect)")
+        _check_consumer_group_keys(values)
         config = cls(**values, props=dict(props))
         config.log_config()  # fail fast on values storage rejects
         return config
@@ -560,6 +570,39 @@ def _check_inter_broker_principal(typed: Mapping[str, Any], values: Mapping[str,
                     "name %s, the principal of brokers on the inter-broker listener: their "
                     "requests to each other need an ACL allowing CLUSTER_ACTION on the "
                     "cluster to %s", principal, principal)
+
+
+CONSUMER_ASSIGNORS = {
+    "uniform": "uniform", "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "range": "range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def _check_consumer_group_keys(values: dict[str, Any]) -> None:
+    """Kafka's GroupCoordinatorConfig checks of the KIP-848 keys; assignor class names
+    become their short names."""
+    for what in ("session_timeout_ms", "heartbeat_interval_ms"):
+        lo, hi = values[f"group_consumer_min_{what}"], values[f"group_consumer_max_{what}"]
+        value = values[f"group_consumer_{what}"]
+        key = "group.consumer." + what.replace("_", ".")
+        if lo > hi:
+            raise ConfigError(f"group.consumer.min.{what.replace('_', '.')} must be at most "
+                              f"group.consumer.max.{what.replace('_', '.')}")
+        if not lo <= value <= hi:
+            raise ConfigError(f"{key} must be between group.consumer.min.{what.replace('_', '.')} "
+                              f"({lo}) and group.consumer.max.{what.replace('_', '.')} ({hi})")
+    if values["group_consumer_heartbeat_interval_ms"] >= values["group_consumer_session_timeout_ms"]:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
+                          "group.consumer.session.timeout.ms")
+    names = []
+    for name in values["group_consumer_assignors"]:
+        if name not in CONSUMER_ASSIGNORS:
+            raise ConfigError(f"group.consumer.assignors: unknown assignor {name!r} "
+                              f"(known: {', '.join(sorted(CONSUMER_ASSIGNORS))})")
+        names.append(CONSUMER_ASSIGNORS[name])
+    if not names:
+        raise ConfigError("group.consumer.assignors must name at least one assignor")
+    values["group_consumer_assignors"] = tuple(names)
 
 
 def _items(value: str | None) -> Iterable[str]:

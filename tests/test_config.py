@@ -289,3 +289,24 @@ def test_log_cleaner_keys_are_typed_and_used() -> None:
     assert not [k for k in ACCEPTED_WITHOUT_EFFECT if k.startswith("log.cleaner")]
     with pytest.raises(ConfigError, match="log.cleaner.threads"):
         BrokerConfig.from_props({"log.cleaner.threads": "-1"})
+
+
+def test_consumer_group_keys_are_checked_as_kafka_checks_them() -> None:
+    c = BrokerConfig.from_props({})
+    assert (c.group_consumer_session_timeout_ms, c.group_consumer_heartbeat_interval_ms) == (45000, 5000)
+    assert c.group_consumer_assignors == ("uniform", "range")
+    named = BrokerConfig.from_props({
+        "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
+    assert named.group_consumer_assignors == ("range", "uniform")
+    for props, key in [
+        ({"group.consumer.session.timeout.ms": "30000"}, "group.consumer.session.timeout.ms"),
+        ({"group.consumer.heartbeat.interval.ms": "20000"}, "group.consumer.heartbeat.interval.ms"),
+        ({"group.consumer.min.session.timeout.ms": "70000"}, "group.consumer.min.session.timeout.ms"),
+        ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
+        ({"group.consumer.migration.policy": "bidirectional"}, "group.consumer.migration.policy"),
+        ({"group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "6000",
+          "group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "6000"},
+         "group.consumer.heartbeat.interval.ms must be less than"),
+    ]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            BrokerConfig.from_props(props)

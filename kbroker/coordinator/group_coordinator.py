@@ -26,11 +26,13 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.coordinator import consumer_group_coordinator as cgc
+from kbroker.coordinator.consumer_group import ConsumerGroup
 from kbroker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -63,12 +65,15 @@ class CoordinatorConfig:
     group_max_size: int = 2**31 - 1
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
+    consumer: cgc.ConsumerGroupConfig = field(default_factory=cgc.ConsumerGroupConfig)
 
     @classmethod
     def from_broker_config(cls, c: Any) -> CoordinatorConfig:
+        consumer = cgc.ConsumerGroupConfig(c.group_consumer_session_timeout_ms, c.group_consumer_heartbeat_interval_ms,
+                                           c.group_consumer_max_size, tuple(c.group_consumer_assignors))
         return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
                    c.group_initial_rebalance_delay_ms, c.group_max_size,
-                   c.offsets_retention_minutes * 60_000, c.offset_metadata_max_bytes)
+                   c.offsets_retention_minutes * 60_000, c.offset_metadata_max_bytes, consumer)
 
 
 @dataclass
@@ -98,6 +103,17 @@ class GroupCoordinator:
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = set() if clustered else None
+        # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
+        self.consumer = cgc.ConsumerGroupCoordinator(
+            config.consumer, self.timers, self._classic_active,
+            lambda group_id, records: self._write(group_id, "writing consumer group records",
+                                                  lambda: self.store.append(group_id, records)))
+        self.manager.consumer_active = self.consumer.is_active
+        self.manager.consumer_replay = self.consumer.replay
+
+    def _classic_active(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and not group.is_(EMPTY, DEAD)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -119,6 +135,7 @@ class GroupCoordinator:
             for group in self.manager.load(self.now()):
                 for member in group.members.values():
                     self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.consumer.after_load()
         finally:
             self.loading = False
 
@@ -126,6 +143,8 @@ class GroupCoordinator:
         """Stop the timers; parked JoinGroup and SyncGroup requests get NOT_COORDINATOR, so
         clients look for the coordinator again instead of holding the broker's shutdown."""
         self.timers.close()
+        for group_id in list(self.consumer.groups):
+            self.consumer.drop(group_id, forget=True)
         for group in self.groups.values():
             self._release(group)
 
@@ -167,6 +186,7 @@ class GroupCoordinator:
             for group in loaded:
                 for member in group.members.values():
                     self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.consumer.after_load({g for g in self.consumer.groups if self.store.partition_for(g) == partition})
         finally:
             self.loading = False
         self.owned_partitions.add(partition)
@@ -181,6 +201,18 @@ class GroupCoordinator:
         self.owned_partitions.discard(partition)
         for group_id in [g for g in self.groups if self.store.partition_for(g) == partition]:
             self._release(self.groups.pop(group_id))
+        for group_id in [g for g in self.consumer.groups if self.store.partition_for(g) == partition]:
+            self.consumer.drop(group_id, forget=True)
+
+    # -- KIP-848 consumer groups (consumer_group_coordinator.py)
+    def consumer_heartbeat(self, req: cgc.HeartbeatRequest, topics: cgc.TopicLookup) -> cgc.HeartbeatResult:
+        err = self._check_group_id(req.group_id)
+        return cgc.HeartbeatResult(err) if err != E.NONE else self.consumer.heartbeat(req, topics)
+
+    def consumer_describe(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
+        err = self._check_group_id(group_id)
+        group = self.consumer.groups.get(group_id) if err == E.NONE else None
+        return (E.GROUP_ID_NOT_FOUND if err == E.NONE and (group is None or group.dead) else err), group
 
     # -- JoinGroup
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
@@ -188,9 +220,12 @@ class GroupCoordinator:
         if err == E.NONE and not (self.config.group_min_session_timeout_ms <= req.session_timeout_ms
                                   <= self.config.group_max_session_timeout_ms):
             err = E.INVALID_SESSION_TIMEOUT
+        if err == E.NONE and self.consumer.is_active(req.group_id):
+            err = E.INCONSISTENT_GROUP_PROTOCOL  # group.consumer.migration.policy=disabled
         if err != E.NONE:
             callback(JoinResult(err, req.member_id))
             return
+        self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
         unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         if group is None:
@@ -538,10 +573,19 @@ class GroupCoordinator:
 
     # -- offsets
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
-                       ) -> dict[tuple[str, int], int]:
+                       generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                       api_version: int = 9) -> dict[tuple[str, int], int]:
+        """Classic members commit with their generation, KIP-848 members their member epoch."""
         err = self._check_group_id(group_id)
         group = self.groups.get(group_id)
+        consumer_err = None if err != E.NONE else self.consumer.check_commit(
+            group_id, member_id, generation_id, api_version)
+        if consumer_err is not None:
+            if consumer_err != E.NONE:
+                return {tp: consumer_err for tp in offsets}
+            if group is None:
+                group = self.groups[group_id] = GroupMetadata(group_id, self.now())
+            return self._store_offsets(group, offsets)
         if err == E.NONE:
             if group is None:
                 if generation_id < 0:
@@ -674,18 +718,26 @@ class GroupCoordinator:
 
     # -- admin
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
-                    ) -> tuple[int, list[tuple[str, str, str]]]:
+                    ) -> tuple[int, list[tuple[str, str, str, str]]]:
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         want_states = {s.lower() for s in states}
         want_types = {t.lower() for t in types}
         out = []
-        for g in self.groups.values():
-            if want_states and g.state.value.lower() not in want_states:
+        for group_id in self.groups.keys() | self.consumer.groups.keys():
+            consumer_state = self.consumer.state_of(group_id)
+            g = self.groups.get(group_id)
+            if consumer_state is not None:
+                kind, ptype, state = "consumer", "consumer", consumer_state.value
+            elif g is not None:
+                kind, ptype, state = "classic", g.protocol_type or "", g.state.value
+            else:
                 continue
-            if want_types and "classic" not in want_types:
+            if want_states and state.lower() not in want_states:
                 continue
-            out.append((g.group_id, g.protocol_type or "", g.state.value))
+            if want_types and kind not in want_types:
+                continue
+            out.append((group_id, ptype, state, kind))
         return E.NONE, out
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
@@ -702,11 +754,13 @@ class GroupCoordinator:
             if err == E.NONE:
                 if group is None or group.is_(DEAD):
                     err = E.GROUP_ID_NOT_FOUND
-                elif not group.is_(EMPTY):
+                elif not group.is_(EMPTY) or self.consumer.is_active(group_id):
                     err = E.NON_EMPTY_GROUP
             if err == E.NONE and group is not None:
                 err = self._write(group_id, "deleting the group",
                                   lambda g=group: self.manager.delete_group(g, self.now()))  # type: ignore[misc]
+            if err == E.NONE:
+                self.consumer.drop(group_id)
             results[group_id] = err
         return results
 

@@ -12,6 +12,8 @@ Transactional offset commits are written as a transactional batch of the produce
 held as the group's pending offsets until the transaction ends; replaying the topic
 keeps them per producer until its COMMIT (they apply) or ABORT marker (they go), and
 those still open at the end stay pending, as Kafka's loadGroupsAndOffsets.
+The records of KIP-848 consumer groups (consumer_group_records.py) are handed to the
+consumer group coordinator as they are read (`consumer_replay`).
 
 Lock: the broker's event-loop thread only.
 """
@@ -19,9 +21,10 @@ Lock: the broker's event-loop thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
+from kbroker.coordinator import consumer_group_records as cr
 from kbroker.coordinator import group_records as gr
 from kbroker.coordinator.group_metadata import (
     GroupMetadata,
@@ -89,6 +92,10 @@ class GroupMetadataManager:
         self.store = store
         self.retention_ms = retention_ms
         self.groups: dict[str, GroupMetadata] = {}
+        # a KIP-848 consumer group with members: its offsets do not expire (set by the coordinator)
+        self.consumer_active: Callable[[str], bool] = lambda group_id: False
+        # the records of KIP-848 consumer groups, as they are replayed (set by the coordinator)
+        self.consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None
 
     # -- writes
     def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
@@ -147,6 +154,8 @@ class GroupMetadataManager:
         """Drop expired offsets; remove Empty groups left with none. Returns offsets removed."""
         removed = 0
         for group in list(self.groups.values()):
+            if self.consumer_active(group.group_id):
+                continue
             doomed = [tp for tp, om in group.offsets.items()
                       if self._expired(group, om, now_ms) and not group.has_pending_txn_offsets(tp)]
             if doomed:
@@ -220,6 +229,12 @@ class GroupMetadataManager:
                         current = offsets.setdefault(group_id, {}).get(txn_tp)
                         if current is None or current.record_offset < txn_om.record_offset:
                             offsets[group_id][txn_tp] = txn_om
+                continue
+            if cr.record_type(rec.key or b"") in cr.RECORD_TYPES:
+                try:
+                    self.consumer_replay(rec.key or b"", rec.value)
+                except Exception as e:  # noqa: BLE001 - a bad record is skipped, as below
+                    log.warning("skipping an unreadable consumer group record: %s", e)
                 continue
             try:
                 key = gr.decode_key(rec.key or b"")

@@ -63,6 +63,8 @@ from kbroker.server.apis import alter_partition_reassignments as alter_partition
 from kbroker.server.apis import alter_replica_log_dirs as alter_replica_log_dirs
 from kbroker.server.apis import alter_user_scram_credentials as alter_user_scram_credentials
 from kbroker.server.apis import api_versions as api_versions
+from kbroker.server.apis import consumer_group_describe as consumer_group_describe
+from kbroker.server.apis import consumer_group_heartbeat as consumer_group_heartbeat
 from kbroker.server.apis import controlled_shutdown as controlled_shutdown
 from kbroker.server.apis import create_acls as create_acls
 from kbroker.server.apis import create_partitions as create_partitions
@@ -134,6 +136,8 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.LIST_GROUPS, 0, 5, list_groups),
         _spec(ApiKey.DELETE_GROUPS, 0, 2, delete_groups),
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
+        _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat),
+        _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
         _spec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn),
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn),

@@ -2,6 +2,7 @@
 protocol (confluent-kafka's AdminClient), in the spirit of kafka-consumer-groups.sh.
 
     kbroker groups list                 [--bootstrap-server HOST:PORT] [--state STATE]...
+                                        (GROUP, STATE, TYPE: Classic or Consumer, KIP-848)
     kbroker groups describe GROUP...    (members, assignments, committed offsets and lag)
     kbroker groups delete GROUP...
     kbroker groups reset-offsets GROUP --topic TOPIC
@@ -82,7 +83,7 @@ def _list(admin: Any, args: argparse.Namespace) -> int:
         kwargs["states"] = states
     result = admin.list_consumer_groups(**kwargs).result()
     for g in sorted(result.valid, key=lambda g: g.group_id):
-        print(f"{g.group_id}\t{_state_name(g.state)}")
+        print(f"{g.group_id}\t{_state_name(g.state)}\t{_type_name(g)}")
     for err in result.errors:
         print(f"kbroker groups: {error_text(err)}", file=sys.stderr)
     return EXIT_BROKER_ERROR if result.errors else 0
@@ -96,6 +97,12 @@ def _state_key(s: str) -> str:
 
 def _state_name(state: Any) -> str:
     return "".join(w.capitalize() for w in state.name.split("_"))
+
+
+def _type_name(group: Any) -> str:
+    """Classic or Consumer (KIP-848), as the broker's ListGroups/ConsumerGroupDescribe say."""
+    kind = getattr(group, "type", None)
+    return "Unknown" if kind is None else kind.name.capitalize()
 
 
 def _describe(admin: Any, args: argparse.Namespace) -> int:
@@ -122,7 +129,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
                 owner[(tp.topic, tp.partition)] = (m.member_id, m.host, m.client_id)
         committed = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
         ends = _log_end_offsets(args.bootstrap_server, set(committed) | set(owner), args.timeout)
-        print(f"\nGroup {group} ({_state_name(desc.state)}, {len(desc.members)} members)")
+        print(f"\nGroup {group} ({_type_name(desc)}, {_state_name(desc.state)}, {len(desc.members)} members)")
         rows: list[tuple[str, ...]] = [COLUMNS]
         for topic, partition in sorted(set(committed) | set(owner)):
             current = committed.get((topic, partition), -1)

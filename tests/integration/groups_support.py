@@ -23,20 +23,33 @@ def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, str]], **con
 class Member:
     """One confluent-kafka consumer in a group, with its assignment and what it read."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str | list[str], **conf: Any) -> None:
+        # KIP-848 (group.protocol=consumer): the broker owns the session timeout and the
+        # assignment is incremental (callbacks name what is added or revoked)
+        self.incremental = conf.get("group.protocol") == "consumer"
+        session = {} if self.incremental else {"session.timeout.ms": 6000}
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": 6000, **conf})
+            "enable.auto.commit": False, **session, **conf})
         self.assignment: set[int] = set()
         self.values: list[str] = []
         self.closed = False
-        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self.revocations = 0  # revoked or lost partitions, as the callbacks saw them
+        self.consumer.subscribe([topic] if isinstance(topic, str) else topic,
+                                on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _on_assign(self, consumer: Consumer, partitions: list[Any]) -> None:
-        self.assignment = {p.partition for p in partitions}
+        if self.incremental:
+            self.assignment |= {p.partition for p in partitions}
+        else:
+            self.assignment = {p.partition for p in partitions}
 
     def _on_revoke(self, consumer: Consumer, partitions: list[Any]) -> None:
-        self.assignment = set()
+        self.revocations += bool(partitions)
+        if self.incremental:
+            self.assignment -= {p.partition for p in partitions}
+        else:
+            self.assignment = set()
 
     def poll_once(self, timeout: float = 0.05) -> None:
         if self.closed:

@@ -31,7 +31,7 @@ def test_groups_cli(broker_process: Any) -> None:
         m.commit()
         listed = groups(bs, "list")
         assert listed.returncode == 0, listed.stderr
-        assert f"{group}\tStable" in listed.stdout.splitlines()
+        assert f"{group}\tStable\tClassic" in listed.stdout.splitlines()
         described = groups(bs, "describe", group)
         assert described.returncode == 0, described.stderr
         lines = described.stdout.splitlines()
@@ -41,7 +41,7 @@ def test_groups_cli(broker_process: Any) -> None:
         assert busy.returncode == 1 and "NON_EMPTY_GROUP" in busy.stderr
     finally:
         m.close()
-    assert f"{group}\tEmpty" in groups(bs, "list", "--state", "Empty").stdout.splitlines()
+    assert f"{group}\tEmpty\tClassic" in groups(bs, "list", "--state", "Empty").stdout.splitlines()
     plan = groups(bs, "reset-offsets", group, "--topic", topic, "--to-earliest")
     assert plan.returncode == 0 and "dry run" in plan.stdout
     done = groups(bs, "reset-offsets", group, "--topic", topic, "--to-offset", "2", "--execute")

@@ -3,8 +3,10 @@
 As Kafka: member metadata and assignments, and the protocol name, only in
 Stable; an unknown group is described as Dead, with no error up to v5 and, from v6
 (KIP-1043), with GROUP_ID_NOT_FOUND and the message "Group <id> not found." (Kafka's
-GroupMetadataManager.describeGroups; KafkaApis maps it back to no error for v0-5). v3+ with
-include_authorized_operations: a group described without error carries the group
+GroupMetadataManager.describeGroups; KafkaApis maps it back to no error for v0-5). A
+KIP-848 consumer group is not a classic group: Dead with no error up to v5, from v6
+GROUP_ID_NOT_FOUND "Group <id> is not a classic group." (ConsumerGroupDescribe describes
+it). v3+ with include_authorized_operations: a group described without error carries the group
 operations the principal may do (kbroker.server.authorization); one with an error
 carries none (the field's default, as KafkaApis leaves it).
 """
@@ -35,8 +37,11 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
                              authorized_operations=UNSET_OPERATIONS))
             continue
         err, group = coord.describe_group(group_id)
+        message = f"Group {group_id} not found."
+        if err == ErrorCode.NONE and coord.consumer.state_of(group_id) is not None:
+            group, message = None, f"Group {group_id} is not a classic group."
         if err == ErrorCode.NONE and ctx.api_version >= 6 and (group is None or group.is_(GroupState.DEAD)):
-            out.append(Group(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found.",
+            out.append(Group(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message,
                              group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
                              protocol_data="", members=[], authorized_operations=UNSET_OPERATIONS))
             continue

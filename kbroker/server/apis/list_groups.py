@@ -1,5 +1,5 @@
 """ListGroups (key 16), v0-5: every group this coordinator knows; v4+ filter by
-state, v5+ by type (all groups here are "classic")."""
+state, v5+ by type ("classic" or "consumer", KIP-848; the answer names each group's)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
     if authz.enabled(ctx) and not authz.authorize_cluster(ctx, "DESCRIBE"):
         groups = [g for g in groups if authz.authorize_group(ctx, "DESCRIBE", g[0])]
     return ListGroupsResponse(error_code=err, groups=[
-        Listed(group_id=g, protocol_type=ptype, group_state=state, group_type="classic")
-        for g, ptype, state in sorted(groups)])
+        Listed(group_id=g, protocol_type=ptype, group_state=state, group_type=kind)
+        for g, ptype, state, kind in sorted(groups)])
 
 
 def error_response(request: ListGroupsRequest, version: int, code: int) -> ListGroupsResponse:

@@ -1,7 +1,8 @@
 """OffsetCommit (key 8), v2-9: committed offsets go to __consumer_offsets, then memory.
 
 Group members commit with their generation (v9: generation_id_or_member_epoch, the
-generation for classic groups); generation -1 with an empty member id is a
+generation for classic groups, the member epoch for KIP-848 consumer groups:
+STALE_MEMBER_EPOCH / FENCED_MEMBER_EPOCH); generation -1 with an empty member id is a
 "simple" commit, allowed while the group has no members. v2-4 retention_time_ms
 gives the offset an explicit expire timestamp; v6+ keeps committed_leader_epoch;
 the metadata string is stored as sent (OFFSET_METADATA_TOO_LARGE above
@@ -46,7 +47,7 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest
         instance_id = request.group_instance_id if version >= 7 else None
         errors.update(coordinator(ctx).commit_offsets(
             request.group_id, request.member_id, instance_id,
-            request.generation_id_or_member_epoch, offsets))
+            request.generation_id_or_member_epoch, offsets, version))
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
             waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
             if waited is not None:

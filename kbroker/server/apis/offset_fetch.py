@@ -5,6 +5,8 @@ leader epoch -1. A null topic list (v2+) means every offset the group has. Offse
 committed in a transaction in progress are not visible; with require_stable (v7+) a
 partition that has one answers UNSTABLE_OFFSET_COMMIT (offset -1), so a consumer of an
 exactly-once pipeline waits until the transaction ends instead of reading an old offset.
+v9: a KIP-848 consumer group's member fetches with its member id and epoch
+(UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as Kafka's validateOffsetFetch).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
         for g in request.groups:
             wanted = None if g.topics is None else _wanted((t.name, t.partition_indexes) for t in g.topics)
             err, offsets, denied = _fetch(ctx, g.group_id, wanted)
+            if err == ErrorCode.NONE and ctx.api_version >= 9:
+                err = coord.consumer.check_fetch(g.group_id, g.member_id, g.member_epoch)
+                offsets = {} if err != ErrorCode.NONE else offsets
             unstable = coord.unstable_offsets(g.group_id) if stable and err == ErrorCode.NONE else set()
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,

@@ -1,0 +1,52 @@
+"""ConsumerGroupHeartbeat (key 68), v0-1 (v1, KIP-1082: the client generates its member
+id; adds subscribed_topic_regex): a KIP-848 consumer group member joins (epoch 0),
+heartbeats, acknowledges revocations (its owned partitions) and leaves (-1; static
+members -2); the coordinator answers its member id, epoch, heartbeat interval and,
+when it changed, its assignment by topic id (coordinator/consumer_group_coordinator.py).
+
+Authorization as Kafka's: READ on the group, else GROUP_AUTHORIZATION_FAILED (checked
+before the handler, kbroker.server.authorization's REQUEST_CHECKS).
+"""
+
+from __future__ import annotations
+
+from kbroker.common.error_code import ErrorCode
+from kbroker.coordinator.consumer_group_coordinator import HeartbeatRequest
+from kbroker.coordinator.consumer_group_member import Assignment
+from kbroker.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from kbroker.server.apis.group_support import client_host, coordinator
+from kbroker.server.request_context import RequestContext
+
+R = ConsumerGroupHeartbeatResponse
+
+
+def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    owned: Assignment | None = None
+    if request.topic_partitions is not None:
+        owned = {}
+        for t in request.topic_partitions:
+            owned[t.topic_id] = owned.get(t.topic_id, frozenset()) | frozenset(t.partitions)
+        owned = {t: ps for t, ps in owned.items() if ps}
+    result = coordinator(ctx).consumer_heartbeat(HeartbeatRequest(
+        request.group_id, request.member_id, request.member_epoch, request.instance_id, request.rack_id,
+        request.rebalance_timeout_ms, request.subscribed_topic_names,
+        request.subscribed_topic_regex if ctx.api_version >= 1 else None, request.server_assignor, owned,
+        ctx.client_id or "", client_host(ctx), ctx.api_version), ctx.services.topics)
+    if result.error_code != ErrorCode.NONE:
+        return R(error_code=result.error_code, error_message=result.error_message, member_id=None,
+                 member_epoch=-1)
+    assignment = None
+    if result.assignment is not None:
+        assignment = R.Assignment(topic_partitions=[
+            R.TopicPartitions(topic_id=t, partitions=sorted(ps))
+            for t, ps in sorted(result.assignment.items(), key=lambda x: str(x[0]))])
+    return R(error_code=ErrorCode.NONE, member_id=result.member_id, member_epoch=result.member_epoch,
+             heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+
+
+def error_response(request: ConsumerGroupHeartbeatRequest, version: int, code: int
+                   ) -> ConsumerGroupHeartbeatResponse:
+    return R(error_code=code, member_id=None, member_epoch=-1)
