@@ -1,4 +1,4 @@
-"""What the cluster tests share: clusters on the module's ZooKeeper, topic creation, who
+"""What the cluster tests share: clusters on the session's ZooKeeper, topic creation, who
 leads what (asked of the brokers over the Kafka protocol), an idempotent acks=all
 producer running in a thread, and reading a partition back."""
 
@@ -25,7 +25,7 @@ DEADLINE_S = 60.0
 
 def new_cluster(zookeeper: ZooKeeperServer, directory: Path, brokers: int = 3,
                 overrides: Mapping[str, str] | None = None, operations: bool = False) -> Cluster:
-    """A started cluster on the module's ZooKeeper, in a chroot of its own (`operations`:
+    """A started cluster on the session's ZooKeeper, in a chroot of its own (`operations`:
     each broker's operations listener, /metrics, on)."""
     chroot = f"/kbroker-{uuid.uuid4().hex[:8]}"
     return Cluster(brokers, directory, overrides, zookeeper=zookeeper, chroot=chroot,

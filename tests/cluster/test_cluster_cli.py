@@ -9,6 +9,7 @@ its PID only.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -261,6 +262,24 @@ def test_sigint_stops_zookeeper_and_every_broker(up: ClusterUp, cluster_dir: Pat
     assert wait_gone(pids) == []
     assert up.output().rstrip().endswith("kbroker cluster: stopped")
     assert (cluster_dir / "broker-1" / "logs" / "meta.properties").exists()  # --dir: kept
+    # the next test starts brokers on these dirs: each must have let go of its .lock (a PID
+    # whose cmdline is gone may still be a thread group tearing down with the lock held)
+    log_dirs = sorted(cluster_dir.glob("broker-*/logs"))
+    assert len(log_dirs) == 3
+    wait_until(lambda: all(unlocked(d) for d in log_dirs),
+               "every broker's log dir .lock to be released", STOP_TIMEOUT_S)
+
+
+def unlocked(log_dir: Path) -> bool:
+    """No process holds `log_dir`'s .lock (the flock a broker takes, storage/log_dir_lock.py)."""
+    fd = os.open(log_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # drops the lock taken here, if any
+    return True
 
 
 def test_up_again_on_the_dir_reuses_ports_and_data(cluster_dir: Path) -> None:
