@@ -1,9 +1,10 @@
-"""The suite on pytest-xdist workers (scripts/test runs the unit and integration tiers with
-`-n 2 --dist loadgroup`): each test above the unit tier is put in its module's
-xdist_group, so that one worker runs the whole module and a module-scoped fixture (a
-broker, a ZooKeeper, a PKI, a client suite's download) is made once, not once per worker;
-unit tests are spread test by test. A module or test that marks its own
-pytest.mark.xdist_group keeps it. On a worker, the modules of the longest tests
+"""The suite on pytest-xdist workers. scripts/test runs the unit, integration and cluster
+tiers with `-n 2 --dist loadfile`, so that one worker runs a whole module and a
+module-scoped fixture (a broker, a PKI, a client suite's download) is made once, not once
+per worker. For runs by hand with `--dist loadgroup`, each test above the unit tier is
+put in its module's xdist_group (seen on 2026-12-02 with pytest-xdist 3.8: a module's
+tests still went to both workers, which is why scripts/test uses loadfile). A module or
+test that marks its own pytest.mark.xdist_group keeps it. On a worker, the modules of the longest tests
 (LONGEST_FIRST: a minute or more each on a loaded machine) are collected first, so that
 they start first and the run does not end waiting on one of them while the other worker
 idles; the order of everything else is unchanged.
