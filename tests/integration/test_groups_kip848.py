@@ -248,8 +248,17 @@ def test_the_group_survives_a_broker_restart(broker_factory: Any) -> None:
     members = [Member(bs, group, topic, **KIP848, **{"reconnect.backoff.max.ms": 200}) for _ in range(2)]
     try:
         poll_until(members, lambda: covers(members, PARTITIONS) and len(set(read(members))) == PARTITIONS)
-        for m in members:
-            m.commit()
+        every = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+        def committed_everywhere() -> bool:
+            """Each member commits what it read (a commit sent while its member epoch is
+            being moved is answered STALE_MEMBER_EPOCH per partition, which confluent-kafka
+            returns rather than raises) until the broker holds the warm-up offsets."""
+            for m in members:
+                m.commit()
+            return [tp.offset for tp in members[0].consumer.committed(every, timeout=10)] == [1] * PARTITIONS
+
+        poll_until(members, committed_everywhere)
         assignments = [set(m.assignment) for m in members]
         revoked = [m.revocations for m in members]
         bp.kill()
@@ -261,8 +270,7 @@ def test_the_group_survives_a_broker_restart(broker_factory: Any) -> None:
         assert sorted(v for v in read(members) if v.startswith("b-")) == sorted(v for _, v in second)
         assert [set(m.assignment) for m in members] == assignments
         assert [m.revocations for m in members] == revoked  # no partition revoked or lost
-        committed = members[0].consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)],
-                                                  timeout=10)
+        committed = members[0].consumer.committed(every, timeout=10)
         assert [tp.offset for tp in committed] == [1] * PARTITIONS  # the warm-up record each
     finally:
         for m in members:
