@@ -16,9 +16,9 @@ Lock: the broker's event-loop thread calls every method; there is no lock on the
 data path. Two other threads touch a Log: LogManager's FileDeleter thread closes and
 unlinks files of segments this Log has already removed, and the optional flush
 executor fsyncs segments (after a roll, a flush.messages or a flush.ms flush) and
-then raises the recovery point, under `_recovery_lock` (the only state shared across
-threads, with the queued flush job). A flush job holds references to the segment
-files it fsyncs, so a segment deleted meanwhile keeps its descriptor until then.
+then raises the recovery point. The recovery point, the truncation count and the
+queued fsync, the only state shared across threads, belong to the Log's LogFlusher
+(log_flusher.py), under its lock.
 
 Invariants: log_start_offset <= high_watermark <= log_end_offset;
 recovery_point <= log_end_offset; the segments' base offsets increase, the last
@@ -37,11 +37,9 @@ import errno
 import logging
 import os
 import random
-import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from time import monotonic_ns as _monotonic_ns
 
 from kbroker._core.batch_validation import (
     FollowerBatchesInfo,
@@ -50,7 +48,6 @@ from kbroker._core.batch_validation import (
 )
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.records.batch_header import producer_batches_of
-from kbroker.records.file_slice import SegmentFile
 from kbroker.storage.errors import (
     InvalidRecordsError,
     KafkaStorageError,
@@ -60,6 +57,7 @@ from kbroker.storage.errors import (
 from kbroker.storage.file_deleter import FileDeleter
 from kbroker.storage.leader_epoch_cache import LeaderEpochFileCache
 from kbroker.storage.log_config import LogConfig
+from kbroker.storage.log_flusher import LogFlusher
 from kbroker.storage.log_segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.storage.log_segments import LogSegments
 from kbroker.storage.log_validator import max_uncompressed, validate_as_follower, validate_as_leader
@@ -98,6 +96,7 @@ class Log:
         leader_epoch_cache: LeaderEpochFileCache,
         deleter: FileDeleter,
         flush_executor: Executor | None = None,
+        flush_times_ms: Histogram | None = None,
         producer_state: ProducerStateManager | None = None,
         aborted_txns: bool = False,
     ) -> None:
@@ -109,18 +108,14 @@ class Log:
         self.segments = segments
         self.leader_epoch_cache = leader_epoch_cache
         self._deleter = deleter
-        self._flush_executor = flush_executor
-        self._recovery_lock = threading.Lock()
-        self._truncations = 0
-        self._queued_flush: _FlushJob | None = None  # under _recovery_lock
         self.log_start_offset = log_start_offset
-        self._recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = self.log_end_offset
         self.auto_high_watermark = True
-        self.unflushed_messages = 0
-        self.last_flush_ms = time.milliseconds()
-        self.flush_times_ms: Histogram | None = None  # LogManager's: each fsync's time
         self.closed = False
+        # the recovery point and the fsyncs (the only state shared with another thread)
+        self.flusher = LogFlusher(str(topic_partition), directory, segments, leader_epoch_cache, time,
+                                  recovery_point, executor=flush_executor, io_failed=self._io_failed,
+                                  is_closed=lambda: self.closed, flush_times_ms=flush_times_ms)
         # Called after delete_records moved the log start offset and after a truncation
         # lowered the recovery point: LogManager writes its checkpoints then (as Kafka
         # does), so a crash cannot resurrect deleted records or skip rescanning.
@@ -181,17 +176,6 @@ class Log:
         state.ensure_loaded(self)
         first = state.first_unstable_offset
         return first if first is not None and first < self._high_watermark else self._high_watermark
-
-    @property
-    def truncations(self) -> int:
-        """How many times the log was truncated (a cleaning begun before one is dropped)."""
-        with self._recovery_lock:
-            return self._truncations
-
-    @property
-    def recovery_point(self) -> int:
-        with self._recovery_lock:
-            return self._recovery_point
 
     @property
     def size_in_bytes(self) -> int:
@@ -271,8 +255,7 @@ class Log:
             self._complete_transactions(segment, self.producer_state.update(producer_append, last + 1))
         if self.auto_high_watermark:
             self.update_high_watermark(self.log_end_offset)
-        self.unflushed_messages += info.record_count
-        flushed = self.flush_async() if self.unflushed_messages >= cfg.flush_messages else None
+        flushed = self.flusher.appended(info.record_count, cfg.flush_messages)
         return LogAppendInfo(
             first_offset=first, last_offset=last, max_timestamp=max_ts,
             offset_of_max_timestamp=off_max, log_append_time=log_append_time,
@@ -368,11 +351,10 @@ class Log:
         old.on_become_inactive()
         snapshot = self.producer_state.snapshot(new_base)
         self._add_segment(new_base)
-        if self._flush_executor is None:
-            snapshot.write()
-        else:  # the rolled segment and the producer snapshot are fsynced off the loop
-            self._flush_executor.submit(self._logged, snapshot.write, "producer snapshot")
-            self.flush_async()
+        # with a flush thread, the rolled segment and the producer snapshot are fsynced off the loop
+        self.flusher.write_in_background(snapshot.write, "producer snapshot")
+        if self.flusher.background:
+            self.flusher.flush_async()
 
     # -- read -------------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
@@ -504,9 +486,7 @@ class Log:
 
     def _after_truncation(self) -> None:
         leo = self.log_end_offset
-        with self._recovery_lock:
-            self._truncations += 1
-            self._recovery_point = min(self._recovery_point, leo)
+        self.flusher.truncated()
         self._high_watermark = min(self._high_watermark, leo)
         if self.log_start_offset > leo:
             self.log_start_offset = leo
@@ -658,103 +638,34 @@ class Log:
 
         return self.delete_segments(over)
 
-    # -- durability -------------------------------------------------------------------
+    # -- durability (LogFlusher) ------------------------------------------------------
+    @property
+    def recovery_point(self) -> int:
+        return self.flusher.recovery_point
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated (a cleaning begun before one is dropped)."""
+        return self.flusher.truncations
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self.flusher.last_flush_ms
+
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets from the recovery point to `up_to` (default:
         the log end) and move the recovery point there."""
         self._check_open()
-        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        start = self.recovery_point
-        if target <= start and self.unflushed_messages == 0:
-            return
-        began = _monotonic_ns()
-        try:
-            for seg in self.segments.from_offset(start):
-                if seg.base_offset >= target and seg is not self.segments.active:
-                    break
-                seg.flush()
-        except OSError as e:
-            raise self._io_failed(f"flushing {self.topic_partition}", e) from e
-        self._flushed(began)
-        self.leader_epoch_cache.flush()
-        with self._recovery_lock:
-            self._recovery_point = max(self._recovery_point, target)
-        self.unflushed_messages = 0
-        self.last_flush_ms = self.time.milliseconds()
+        self.flusher.flush(up_to)
 
     def mark_flushed(self, offset: int) -> None:
         """Everything below `offset` is on disk (the caller synced the filesystem)."""
-        with self._recovery_lock:
-            self._recovery_point = max(self._recovery_point, min(offset, self.log_end_offset))
+        self.flusher.mark_flushed(offset)
 
     def flush_async(self) -> Future[None] | None:
-        """fsync everything up to the current log end on the flush thread; the recovery
-        point moves there once the fsync is done. Returns the flush's future (None when
-        there was nothing to flush, or this Log has no flush thread and flushed here).
-
-        The fsync never runs on the event loop, so it stalls no other connection; a
-        Produce that must wait for it (flush.messages) awaits the future. A flush queued
-        but not yet started takes in later appends instead of queueing another fsync."""
-        if self._flush_executor is None:
-            self.flush()
-            return None
+        """fsync up to the log end on the flush thread (LogFlusher.flush_async)."""
         self._check_open()
-        target = self.log_end_offset
-        if target <= self.recovery_point and self.unflushed_messages == 0:
-            return None
-        epochs = self.leader_epoch_cache.take_checkpoint()  # only when epochs changed
-        if epochs is not None:
-            self._flush_executor.submit(self._logged, epochs, "leader-epoch-checkpoint")  # in order
-        files = [(seg.open_file(), seg) for seg in self.segments.from_offset(self.recovery_point)]
-        self.unflushed_messages = 0
-        self.last_flush_ms = self.time.milliseconds()
-        with self._recovery_lock:
-            job = self._queued_flush
-            if job is not None:
-                job.target, job.files, job.truncations = target, files, self._truncations
-                return job.future
-            job = self._queued_flush = _FlushJob(target, files, self._truncations)
-        self._flush_executor.submit(self._run_flush, job)
-        return job.future
-
-    def _logged(self, write: Callable[[], None], what: str) -> None:
-        """Run a background write on the flush thread; a failure is logged, never dropped.
-        A write queued before the log was deleted or moved to another dir is dropped: its
-        directory is gone (and must not come back)."""
-        if self.closed:
-            return
-        try:
-            write()
-        except FileNotFoundError:
-            if not self.closed:
-                self._io_failed(f"writing the {what} of {self.topic_partition}", FileNotFoundError(
-                    f"{self.dir} disappeared"))
-        except OSError as e:
-            self._io_failed(f"writing the {what} of {self.topic_partition}", e)
-
-    def _run_flush(self, job: _FlushJob) -> None:
-        """On the flush thread: fsync the job's files, then raise the recovery point unless
-        the log was truncated since the job was (last) filled."""
-        with self._recovery_lock:
-            if self._queued_flush is job:
-                self._queued_flush = None
-        began = _monotonic_ns()
-        try:
-            for file, seg in job.files:
-                os.fsync(file.fd)
-                seg.flush_indexes()
-        except OSError as e:
-            job.future.set_exception(self._io_failed(f"flushing {self.topic_partition}", e))
-            return
-        self._flushed(began)
-        with self._recovery_lock:
-            if job.truncations == self._truncations and job.target > self._recovery_point:
-                self._recovery_point = job.target
-        job.future.set_result(None)
-
-    def _flushed(self, began_ns: int) -> None:
-        if self.flush_times_ms is not None:
-            self.flush_times_ms.observe((_monotonic_ns() - began_ns) / 1e6)
+        return self.flusher.flush_async()
 
     def close(self, *, sync: bool = True) -> None:
         """Write the leader-epoch checkpoint and a producer snapshot, close the segments.
@@ -792,14 +703,3 @@ class Log:
 
 _PROCESS_LIMITS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
 
-
-class _FlushJob:
-    """One queued fsync of a Log: the files up to `target`, and who waits for it."""
-
-    __slots__ = ("target", "files", "truncations", "future")
-
-    def __init__(self, target: int, files: list[tuple[SegmentFile, LogSegment]], truncations: int) -> None:
-        self.target = target
-        self.files = files
-        self.truncations = truncations
-        self.future: Future[None] = Future()

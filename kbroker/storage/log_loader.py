@@ -52,6 +52,7 @@ from kbroker.storage.log_segments import LogSegments
 from kbroker.storage.producer_snapshot import SNAPSHOT_SUFFIX, snapshot_offsets
 from kbroker.storage.producer_state import CompletedTxn, ProducerStateManager, log_producer_batches
 from kbroker.storage.transaction_index import ENTRY_SIZE, TXN_INDEX_SUFFIX, AbortedTxn
+from kbroker.utils.histogram import Histogram
 from kbroker.utils.time import Time
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class LogLoader:
         recovery_point: int,
         log_start_offset: int,
         flush_executor: Executor | None = None,
+        flush_times_ms: Histogram | None = None,
     ) -> None:
         self.dir = directory
         self.tp = topic_partition
@@ -99,6 +101,7 @@ class LogLoader:
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
         self.flush_executor = flush_executor
+        self.flush_times_ms = flush_times_ms  # each fsync's time (LogManager's histogram)
         self.result = LoadResult()
 
     def new_log(self) -> Log:
@@ -111,7 +114,7 @@ class LogLoader:
         return Log(self.dir, self.tp, self.topic_id, self.config, self.time, segments,
                    log_start_offset=start, recovery_point=start,
                    leader_epoch_cache=LeaderEpochFileCache(self.dir), deleter=self.deleter,
-                   flush_executor=self.flush_executor,
+                   flush_executor=self.flush_executor, flush_times_ms=self.flush_times_ms,
                    producer_state=ProducerStateManager(self.dir, [], trusted=True))
 
     def load(self) -> Log:
@@ -151,7 +154,8 @@ class LogLoader:
         result = Log(self.dir, self.tp, self.topic_id, self.config, self.time, segments,
                      log_start_offset=log_start, recovery_point=recovery_point,
                      leader_epoch_cache=epoch_cache, deleter=self.deleter,
-                     flush_executor=self.flush_executor, producer_state=state,
+                     flush_executor=self.flush_executor, flush_times_ms=self.flush_times_ms,
+                     producer_state=state,
                      aborted_txns=any(os.path.exists(seg.txn_index.path) for seg in segments
                                       if seg.base_offset in self._txn_indexes))
         for seg in segments:  # nothing stays open: the broker's SegmentFileCache reopens on use

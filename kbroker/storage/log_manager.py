@@ -184,7 +184,8 @@ class LogManager:
             topic_id = None
         loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
                            had_clean_shutdown=clean, recovery_point=recovery_point,
-                           log_start_offset=log_start_offset, flush_executor=self._flusher)
+                           log_start_offset=log_start_offset, flush_executor=self._flusher,
+                           flush_times_ms=self.flush_times_ms)
         lg = loader.load()
         if not clean:
             r = loader.result
@@ -245,7 +246,8 @@ class LogManager:
         self.deleter.schedule_dir(old.config.file_delete_delay_ms, doomed)
         lg = LogLoader(final, tp, old.topic_id, old.config, self.time, self.deleter,
                        had_clean_shutdown=True, recovery_point=move.future.log_end_offset,
-                       log_start_offset=old.log_start_offset, flush_executor=self._flusher).load()
+                       log_start_offset=old.log_start_offset, flush_executor=self._flusher,
+                       flush_times_ms=self.flush_times_ms).load()
         lg.auto_high_watermark = old.auto_high_watermark
         high_watermark = old.high_watermark
         self._publish(tp, lg, move.target_dir)
@@ -342,7 +344,8 @@ class LogManager:
             write_partition_metadata(path, topic_id, sync=sync)
             lg = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
                            had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
-                           flush_executor=self._flusher).new_log()
+                           flush_executor=self._flusher,
+                           flush_times_ms=self.flush_times_ms).new_log()
             if sync:
                 fsync_dir(log_dir)
         except OSError as e:
@@ -380,7 +383,6 @@ class LogManager:
         self._dir_of[tp] = log_dir
         lg.on_checkpoint_needed = lambda _log: self._log_truncated(tp, log_dir, lg)
         lg.on_io_error = lambda what, error: self.failures.report(log_dir, what, error)
-        lg.flush_times_ms = self.flush_times_ms
 
     def _log_truncated(self, tp: TopicPartition, log_dir: str, lg: Log) -> None:
         """After a truncation or delete_records: the checkpoints, now."""
