@@ -9,9 +9,10 @@
        (these may import one another and layer 3; never the serving layer)
     5  kbroker.server                                  the request handlers and their services
     6  kbroker.ops                                     the operations listener and console
-       (neither imports the wiring, kbroker.broker: the import circle through broker.py,
-       server/ and ops/ is gone)
-    -  the wiring and entry points: kbroker.broker, kbroker.cli, ...
+       (neither imports the wiring, kbroker.broker or kbroker.broker_components: the
+       import circle through broker.py, server/ and ops/ is gone)
+    -  the wiring and entry points: kbroker.broker (lifecycle), kbroker.broker_components
+       (the collaborators, built), kbroker.cli, ...
 
 Handlers reach cluster mode only through their services' support object
 (server/metadata_support.py): no module under kbroker/server/apis/ names `clustered`
@@ -158,12 +159,15 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
         "server/handler.py": "from typing import TYPE_CHECKING\n"
                              "if TYPE_CHECKING:\n    from kbroker.broker import Broker\n",
         "server/apis/h.py": "def f():\n    from kbroker import broker\n",
+        "ops/console.py": "from kbroker.broker_components import BrokerComponents\n",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     assert upward_imports(root) == [
         "kbroker._core.records -> kbroker.protocol.api_key",
         "kbroker.common -> kbroker.client",
+        "kbroker.ops.console -> kbroker.broker_components",
+        "kbroker.ops.console -> kbroker.broker_components.BrokerComponents",
         "kbroker.records.recompress -> kbroker.storage",
         "kbroker.records.recompress -> kbroker.storage.log",
         "kbroker.server.apis.h -> kbroker.broker",
@@ -175,7 +179,7 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
 # The wiring builds each object with its collaborators (constructor arguments, in
 # dependency order, as Kafka's KafkaServer.startup does); it never finishes one by
 # assigning its attributes afterwards.
-WIRING_FILES = ("broker.py", "ops/served_broker.py", "cluster/zk_broker.py")
+WIRING_FILES = ("broker.py", "broker_components.py", "ops/served_broker.py", "cluster/zk_broker.py")
 
 
 def _patched_target(target: ast.expr) -> ast.Attribute | None:
