@@ -29,7 +29,7 @@ each with the versions kbroker advertises (kbroker.server.api_table):
                          to a broker that has Produce v3+ and Fetch v4+, so it is needed)
 
 Frames are parsed, decoded and encoded with kbroker's own code (parse_frame and
-encode_response of kbroker.server.request_dispatcher, the generated codecs of kbroker.protocol).
+encode_response of kbroker.server.request_frame, the generated codecs of kbroker.protocol).
 The frames of one read are answered in the order they came, in one write, so pipelined
 requests are answered in order.
 """
@@ -64,7 +64,7 @@ from kbroker.records.batch_header import BATCH_LAYOUT, HEADER_SIZE, LENGTH_POS, 
 from kbroker.server.api_table import API_TABLE  # noqa: E402
 from kbroker.server.apis.api_versions import unsupported_version_response  # noqa: E402
 from kbroker.server.network_receive import FrameError, frame_size  # noqa: E402
-from kbroker.server.request_dispatcher import encode_response, parse_frame  # noqa: E402
+from kbroker.server.request_frame import encode_response, parse_frame  # noqa: E402
 
 HOST = "127.0.0.1"
 NODE_ID = 0

@@ -1,6 +1,6 @@
 """The protocol's per-request work: request frames as clients send them, and the
 Produce and Fetch codecs (generated, kbroker/protocol/messages) through the
-connection's own calls (kbroker/server/request_dispatcher.py: decode_request for each
+connection's own calls (kbroker/server/request_frame.py: decode_request for each
 frame, encode_response for each answer)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kbroker.protocol.messages.fetch import FetchRequest, FetchResponse
 from kbroker.protocol.messages.produce import ProduceRequest, ProduceResponse
 from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.records.file_slice import FileSlice, SegmentFile
-from kbroker.server.request_dispatcher import decode_request, encode_response
+from kbroker.server.request_frame import decode_request, encode_response
 
 _PREFIX = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")

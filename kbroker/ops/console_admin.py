@@ -76,7 +76,7 @@ from kbroker.server.authorization import (
     authorize_topic,
 )
 from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse, RequestContext
-from kbroker.server.request_dispatcher import encode_response
+from kbroker.server.request_frame import encode_response
 from kbroker.server.response_slots import ResponseSlot
 
 if TYPE_CHECKING:

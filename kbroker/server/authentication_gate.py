@@ -44,7 +44,7 @@ from kbroker.protocol.messages.request_header import RequestHeader
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal, rfc2253
 from kbroker.server.authenticator import SaslAuthenticator, SaslState, SaslStep
 from kbroker.server.network_receive import PREFIX
-from kbroker.server.request_dispatcher import HEAD, api_name, decode_request
+from kbroker.server.request_frame import HEAD, api_name, decode_request
 from kbroker.server.response_slots import ResponseSlot
 from kbroker.server.tls_transport import TlsChannel, TlsResponseWriter
 

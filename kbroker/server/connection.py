@@ -14,7 +14,7 @@ reading and backpressure, and the parts it is made of.
 
 Connection owns the socket and its writer, whether it is read (`_reading`, `_draining`),
 the handlers' tasks and PendingResponses (cancelled when it closes) and `complete`, where
-a response becomes bytes: encoded (kbroker.server.request_dispatcher.encode_response)
+a response becomes bytes: encoded (kbroker.server.request_frame.encode_response)
 with the throttle its quotas bring. Requests are dispatched as they arrive, and clients
 may pipeline. Reading stops (backpressure) while the broker's RequestQueue is full
 (queued.max.requests / queued.max.request.bytes, Kafka's keys, over all connections),
@@ -50,7 +50,8 @@ from kbroker.server.authentication_gate import AuthenticationGate
 from kbroker.server.connection_quotas import ConnectionThrottle
 from kbroker.server.network_receive import NetworkReceive
 from kbroker.server.request_context import CLOSE_CONNECTION, PendingResponse
-from kbroker.server.request_dispatcher import RequestDispatcher, api_name, encode_response
+from kbroker.server.request_dispatcher import RequestDispatcher
+from kbroker.server.request_frame import api_name, encode_response
 from kbroker.server.response_slots import InOrderResponses, ResponseSlot
 from kbroker.server.response_writer import ResponseWriter
 from kbroker.server.tls_transport import TlsResponseWriter

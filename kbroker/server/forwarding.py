@@ -46,6 +46,7 @@ from kbroker.server.api_spec import ApiSpec
 from kbroker.server.authorization import request_refusal
 from kbroker.server.network_receive import FrameError
 from kbroker.server.request_context import CLOSE_CONNECTION, RequestContext
+from kbroker.server.request_frame import encode_response, parse_frame
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +109,6 @@ async def forward(ctx: RequestContext, request: Any, spec: ApiSpec, frame: bytes
 
 async def handle_envelope(ctx: RequestContext, request: EnvelopeRequest) -> Any:
     """The controller: the embedded request answered (see the module docstring)."""
-    # imported here: the dispatcher imports this module
-    from kbroker.server.request_dispatcher import encode_response, parse_frame
-
     services = ctx.services
     if ctx.listener_name != services.support.inter_broker_listener():
         log.warning("Envelope from %s on listener %s: closing", ctx.peer, ctx.listener_name)

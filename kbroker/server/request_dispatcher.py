@@ -34,7 +34,7 @@ RequestDispatcher(services, api_table) is the callable a RequestChannel is given
     quota            while a client quota is set, the handler's time is recorded as
                      request_percentage (channel.recorded), its throttle on the slot
 
-The channel encodes the response (encode_response) when complete is called. Holds no
+The channel encodes the response (request_frame.encode_response) when complete is called. Holds no
 state of its own besides the services and its API table. Used from the event loop thread
 only.
 """
@@ -43,16 +43,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbroker.common.error_code import ErrorCode
-from kbroker.protocol.api_key import ApiKey, request_header_version, response_header_version
-from kbroker.protocol.codec import DecodeError, Reader, Writer
-from kbroker.protocol.messages import REQUESTS
 from kbroker.protocol.messages.request_header import RequestHeader
-from kbroker.protocol.messages.response_header import ResponseHeader
 from kbroker.security.principal import KafkaPrincipal
 from kbroker.security.quotas import REQUEST as REQUEST_QUOTA
 from kbroker.server import forwarding
@@ -60,8 +55,9 @@ from kbroker.server.api_spec import ApiSpec, Handler
 from kbroker.server.apis import api_versions
 from kbroker.server.authorization import request_refusal
 from kbroker.server.forwarding import FORWARDED
-from kbroker.server.network_receive import PREFIX, FrameError
+from kbroker.server.network_receive import FrameError
 from kbroker.server.request_context import PendingResponse, RequestContext
+from kbroker.server.request_frame import api_name, parse_frame
 from kbroker.server.response_slots import ResponseSlot
 from kbroker.utils.eager import start_eagerly
 
@@ -69,9 +65,6 @@ if TYPE_CHECKING:
     from kbroker.server.request_services import RequestServices
 
 log = logging.getLogger("kbroker.server.connection")
-
-HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
-
 
 class Quotas(Protocol):
     @property
@@ -100,78 +93,6 @@ class RequestChannel(Protocol):
     def recorded(self, quota: str, slot: ResponseSlot, value: float) -> int: ...
 
     def close(self) -> None: ...
-
-
-class ParsedFrame:
-    """A request frame read as the connection reads it (parse_frame)."""
-
-    __slots__ = ("api_key", "version", "correlation_id", "spec", "header", "request",
-                 "client_software")
-
-    def __init__(self, api_key: int, version: int, correlation_id: int, spec: ApiSpec,
-                 header: RequestHeader | None = None, request: Any = None,
-                 client_software: str | None = None) -> None:
-        self.api_key = api_key
-        self.version = version
-        self.correlation_id = correlation_id
-        self.spec = spec
-        self.header = header
-        self.request = request  # None: an ApiVersions of a version too new (KIP-511)
-        self.client_software = client_software  # NAME/VERSION from a valid ApiVersions v3+
-
-
-def parse_frame(frame: bytes | bytearray | memoryview, api_table: dict[int, ApiSpec]) -> ParsedFrame:
-    """A request frame (without its size prefix) decoded as the connection does before it
-    dispatches it: FrameError for everything the connection closes on. An ApiVersions of
-    a version above the broker's is not decoded (request None): the connection answers it
-    in the v0 format (KIP-511)."""
-    if len(frame) < HEAD.size:
-        raise FrameError(f"frame of {len(frame)} bytes is too short")
-    api_key, version, correlation_id = HEAD.unpack_from(frame, 0)
-    spec = api_table.get(api_key)
-    if api_key == ApiKey.API_VERSIONS and spec is not None and version > spec.max_version:
-        return ParsedFrame(api_key, version, correlation_id, spec)
-    if spec is None or not spec.min_version <= version <= spec.max_version:
-        raise FrameError(f"unsupported API key {api_key} version {version}")
-    try:
-        header, request = decode_request(frame, api_key, version)
-    except (DecodeError, UnicodeDecodeError) as e:
-        raise FrameError(f"cannot decode {api_name(api_key)} v{version}: {e}") from None
-    software = None
-    if api_key == ApiKey.API_VERSIONS:
-        software = api_versions.client_software(request, version)
-    return ParsedFrame(api_key, version, correlation_id, spec, header, request, software)
-
-
-def decode_request(frame: bytes | bytearray | memoryview, api_key: int,
-                   version: int) -> tuple[RequestHeader, Any]:
-    """The header and body of a request frame (without its size prefix) of a supported
-    API key and version. DecodeError (or UnicodeDecodeError) when it does not decode."""
-    reader = Reader(frame)
-    header = RequestHeader.decode(reader, request_header_version(api_key, version))
-    return header, REQUESTS[api_key].decode(reader, version)
-
-
-def encode_response(response: Any, api_key: int, version: int, correlation_id: int) -> list[Any]:
-    """A response as the parts to send: size prefix, header and body bytes, with the
-    body's file slices (records) as parts of their own."""
-    w = Writer()
-    ResponseHeader(correlation_id=correlation_id).encode(w, response_header_version(api_key, version))
-    response.encode(w, version)
-    parts = w.parts()
-    prefix = PREFIX.pack(len(w))
-    if parts and isinstance(parts[0], bytes):
-        parts[0] = prefix + parts[0]
-    else:
-        parts.insert(0, prefix)
-    return parts
-
-
-def api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return str(api_key)
 
 
 class RequestDispatcher:

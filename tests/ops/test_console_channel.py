@@ -14,7 +14,7 @@ from kbroker.protocol.api_key import ApiKey
 from kbroker.protocol.messages.metadata import MetadataResponse
 from kbroker.security.principal import ANONYMOUS
 from kbroker.server.request_context import CLOSE_CONNECTION
-from kbroker.server.request_dispatcher import encode_response
+from kbroker.server.request_frame import encode_response
 
 
 def _channel() -> _ConsoleChannel:

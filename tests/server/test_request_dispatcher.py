@@ -15,7 +15,8 @@ from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from kbroker.security.principal import KafkaPrincipal
 from kbroker.server.api_table import API_TABLE, ApiSpec
 from kbroker.server.request_context import PendingResponse, RequestContext
-from kbroker.server.request_dispatcher import RequestDispatcher, encode_response
+from kbroker.server.request_dispatcher import RequestDispatcher
+from kbroker.server.request_frame import encode_response
 from kbroker.server.response_slots import ResponseSlot
 
 ALICE = KafkaPrincipal("User", "alice")

@@ -60,7 +60,7 @@ from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.apis import produce
 from kbroker.server.authenticator import SaslAuthenticator
 from kbroker.server.network_receive import FrameError, frame_size
-from kbroker.server.request_dispatcher import decode_request, parse_frame
+from kbroker.server.request_frame import decode_request, parse_frame
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_manager import LogManager
 from kbroker.utils.time import MockTime
