@@ -18,7 +18,12 @@ Handlers reach cluster mode only through their services' support object
 (server/metadata_support.py): no module under kbroker/server/apis/ names `clustered`
 or `zk_broker`.
 
-Every import counts: at module level, inside functions, under TYPE_CHECKING, and the
+Run-time imports (module level and inside functions, not under TYPE_CHECKING) make no
+cycle among kbroker's modules: at 3eb551c one ran through broker.py, ops/listener.py and
+ops/health.py, another through server/api_table.py and its ApiVersions handler; the
+last, server/forwarding.py and request_dispatcher.py, ended with server/request_frame.py.
+
+For the layers every import counts: at module level, inside functions, under TYPE_CHECKING, and the
 `import` / `cimport` lines of .pyx and .pxd files (a core module importing upwards at
 run time is still an upward import; it was how _core/batch_decode.pyx and
 records/recompress.py made a cycle).
@@ -174,6 +179,99 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
         "kbroker.server.handler -> kbroker.broker",
         "kbroker.server.handler -> kbroker.broker.Broker",
     ]
+
+
+# Run-time imports make no cycle: every module can be imported first. (A cycle closed only
+# by TYPE_CHECKING imports is a cycle of annotations, not of loading; it is allowed.)
+
+
+def runtime_imports(path: Path, module: str) -> set[str]:
+    """The kbroker modules `path` loads when it runs: module level and inside functions,
+    not under `if TYPE_CHECKING:` (relative imports resolved, names not yet narrowed to
+    modules)."""
+    tree = ast.parse(path.read_text())
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (path.name == "__init__.py")]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            found |= {f"{name}.{alias.name}" for alias in node.names}
+    return found
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """The strongly connected components (of two modules or more) of the run-time import
+    graph of the .py modules under `root`, largest first."""
+    paths = {module_name(p, root): p for p in root.rglob("*.py")}
+    top = root.name
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name if name and name != top else None
+
+    graph = {m: {t for n in runtime_imports(p, m) if n.split(".")[0] == top
+                 and (t := resolve(n)) is not None and t != m} for m, p in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                out.append(sorted([v, *component]))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return sorted(out, key=len, reverse=True)
+
+
+def test_no_run_time_import_cycle() -> None:
+    assert import_cycles(PACKAGE) == []
+
+
+def test_the_check_finds_an_import_cycle(tmp_path: Path) -> None:
+    root = tmp_path / "kbroker"
+    (root / "server").mkdir(parents=True)
+    for rel, text in {
+        "__init__.py": "",
+        "server/__init__.py": "",
+        "server/a.py": "from kbroker.server.b import f\n",
+        "server/b.py": "def f():\n    from kbroker.server import c\n",
+        "server/c.py": "from kbroker.server.a import g\n",
+        "server/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kbroker.server import a\n",
+        "server/e.py": "from kbroker.server import d\n",
+    }.items():
+        (root / rel).write_text(text)
+    assert import_cycles(root) == [["kbroker.server.a", "kbroker.server.b", "kbroker.server.c"]]
 
 
 # The wiring builds each object with its collaborators (constructor arguments, in
