@@ -99,6 +99,8 @@ class Log:
         flush_times_ms: Histogram | None = None,
         producer_state: ProducerStateManager | None = None,
         aborted_txns: bool = False,
+        on_checkpoint_needed: Callable[[Log], None] | None = None,
+        on_io_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.dir = directory
         self.topic_partition = topic_partition
@@ -119,10 +121,10 @@ class Log:
         # Called after delete_records moved the log start offset and after a truncation
         # lowered the recovery point: LogManager writes its checkpoints then (as Kafka
         # does), so a crash cannot resurrect deleted records or skip rescanning.
-        self.on_checkpoint_needed: Callable[[Log], None] | None = None
+        self.on_checkpoint_needed = on_checkpoint_needed
         # Called (from any thread) with what failed and the OSError: LogManager takes the
         # log dir offline (LogDirFailureChannel).
-        self.on_io_error: Callable[[str, BaseException], None] | None = None
+        self.on_io_error = on_io_error
         # idempotent and transactional producers; loaded lazily (see producer_state.py)
         self.producer_state = producer_state or ProducerStateManager(directory)
         # whether any segment may have a transaction index entry (read_committed Fetch

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Executor
 
 from kbroker._core import segment_seek
@@ -90,6 +91,8 @@ class LogLoader:
         log_start_offset: int,
         flush_executor: Executor | None = None,
         flush_times_ms: Histogram | None = None,
+        on_checkpoint_needed: Callable[[Log], None] | None = None,
+        on_io_error: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.dir = directory
         self.tp = topic_partition
@@ -102,6 +105,8 @@ class LogLoader:
         self.log_start_offset = log_start_offset
         self.flush_executor = flush_executor
         self.flush_times_ms = flush_times_ms  # each fsync's time (LogManager's histogram)
+        self.on_checkpoint_needed = on_checkpoint_needed  # the Log's, from LogManager
+        self.on_io_error = on_io_error
         self.result = LoadResult()
 
     def new_log(self) -> Log:
@@ -115,6 +120,7 @@ class LogLoader:
                    log_start_offset=start, recovery_point=start,
                    leader_epoch_cache=LeaderEpochFileCache(self.dir), deleter=self.deleter,
                    flush_executor=self.flush_executor, flush_times_ms=self.flush_times_ms,
+                   on_checkpoint_needed=self.on_checkpoint_needed, on_io_error=self.on_io_error,
                    producer_state=ProducerStateManager(self.dir, [], trusted=True))
 
     def load(self) -> Log:
@@ -155,6 +161,7 @@ class LogLoader:
                      log_start_offset=log_start, recovery_point=recovery_point,
                      leader_epoch_cache=epoch_cache, deleter=self.deleter,
                      flush_executor=self.flush_executor, flush_times_ms=self.flush_times_ms,
+                   on_checkpoint_needed=self.on_checkpoint_needed, on_io_error=self.on_io_error,
                      producer_state=state,
                      aborted_txns=any(os.path.exists(seg.txn_index.path) for seg in segments
                                       if seg.base_offset in self._txn_indexes))

@@ -182,10 +182,9 @@ class LogManager:
             topic_id = read_partition_metadata(path)
         except ValueError:
             topic_id = None
-        loader = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
-                           had_clean_shutdown=clean, recovery_point=recovery_point,
-                           log_start_offset=log_start_offset, flush_executor=self._flusher,
-                           flush_times_ms=self.flush_times_ms)
+        loader = self._loader(path, tp, topic_id, self.config_for(tp.topic), log_dir,
+                              had_clean_shutdown=clean, recovery_point=recovery_point,
+                              log_start_offset=log_start_offset)
         lg = loader.load()
         if not clean:
             r = loader.result
@@ -244,10 +243,9 @@ class LogManager:
         fsync_dir(move.target_dir)
         self.deleter.schedule(old.config.file_delete_delay_ms, old.abandon)
         self.deleter.schedule_dir(old.config.file_delete_delay_ms, doomed)
-        lg = LogLoader(final, tp, old.topic_id, old.config, self.time, self.deleter,
-                       had_clean_shutdown=True, recovery_point=move.future.log_end_offset,
-                       log_start_offset=old.log_start_offset, flush_executor=self._flusher,
-                       flush_times_ms=self.flush_times_ms).load()
+        lg = self._loader(final, tp, old.topic_id, old.config, move.target_dir,
+                          had_clean_shutdown=True, recovery_point=move.future.log_end_offset,
+                          log_start_offset=old.log_start_offset).load()
         lg.auto_high_watermark = old.auto_high_watermark
         high_watermark = old.high_watermark
         self._publish(tp, lg, move.target_dir)
@@ -342,10 +340,8 @@ class LogManager:
         try:
             os.makedirs(path, exist_ok=True)
             write_partition_metadata(path, topic_id, sync=sync)
-            lg = LogLoader(path, tp, topic_id, self.config_for(tp.topic), self.time, self.deleter,
-                           had_clean_shutdown=True, recovery_point=0, log_start_offset=0,
-                           flush_executor=self._flusher,
-                           flush_times_ms=self.flush_times_ms).new_log()
+            lg = self._loader(path, tp, topic_id, self.config_for(tp.topic), log_dir,
+                              had_clean_shutdown=True, recovery_point=0, log_start_offset=0).new_log()
             if sync:
                 fsync_dir(log_dir)
         except OSError as e:
@@ -381,8 +377,18 @@ class LogManager:
             lg.update_high_watermark(self._high_watermarks.pop(tp, 0))
         self._logs[tp] = lg
         self._dir_of[tp] = log_dir
-        lg.on_checkpoint_needed = lambda _log: self._log_truncated(tp, log_dir, lg)
-        lg.on_io_error = lambda what, error: self.failures.report(log_dir, what, error)
+
+    def _loader(self, path: str, tp: TopicPartition, topic_id: uuid.UUID | None, config: LogConfig,
+                log_dir: str, *, had_clean_shutdown: bool, recovery_point: int,
+                log_start_offset: int) -> LogLoader:
+        """The loader of a partition of `log_dir` that this manager serves: its Log fsyncs on
+        the flush thread, reports I/O errors against the dir and asks for checkpoints."""
+        return LogLoader(path, tp, topic_id, config, self.time, self.deleter,
+                         had_clean_shutdown=had_clean_shutdown, recovery_point=recovery_point,
+                         log_start_offset=log_start_offset, flush_executor=self._flusher,
+                         flush_times_ms=self.flush_times_ms,
+                         on_checkpoint_needed=lambda lg: self._log_truncated(tp, log_dir, lg),
+                         on_io_error=lambda what, error: self.failures.report(log_dir, what, error))
 
     def _log_truncated(self, tp: TopicPartition, log_dir: str, lg: Log) -> None:
         """After a truncation or delete_records: the checkpoints, now."""
