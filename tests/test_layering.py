@@ -80,13 +80,24 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def imported_modules(path: Path, module: str) -> set[str]:
-    """Every absolute module name that `path` imports (relative imports resolved)."""
+def imported_modules(path: Path, module: str, *, type_checking: bool = True) -> set[str]:
+    """Every absolute module name that `path` imports (relative imports resolved);
+    type_checking=False leaves out what `if TYPE_CHECKING:` imports."""
     text = path.read_text()
     if path.suffix in (".pyx", ".pxd"):
         return {a or b for a, b in _CYTHON_IMPORT.findall(text)}
+    tree = ast.parse(text)
+    skipped = set()
+    if not type_checking:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and (
+                    (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                    or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+                skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
     found = set()
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -185,35 +196,6 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
 # by TYPE_CHECKING imports is a cycle of annotations, not of loading; it is allowed.)
 
 
-def runtime_imports(path: Path, module: str) -> set[str]:
-    """The kbroker modules `path` loads when it runs: module level and inside functions,
-    not under `if TYPE_CHECKING:` (relative imports resolved, names not yet narrowed to
-    modules)."""
-    tree = ast.parse(path.read_text())
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and (
-                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
-            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")
-                base = base[: len(base) - node.level + (path.name == "__init__.py")]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            found.add(name)
-            found |= {f"{name}.{alias.name}" for alias in node.names}
-    return found
-
-
 def import_cycles(root: Path) -> list[list[str]]:
     """The strongly connected components (of two modules or more) of the run-time import
     graph of the .py modules under `root`, largest first."""
@@ -225,7 +207,7 @@ def import_cycles(root: Path) -> list[list[str]]:
             name = name.rpartition(".")[0]
         return name if name and name != top else None
 
-    graph = {m: {t for n in runtime_imports(p, m) if n.split(".")[0] == top
+    graph = {m: {t for n in imported_modules(p, m, type_checking=False) if n.split(".")[0] == top
                  and (t := resolve(n)) is not None and t != m} for m, p in paths.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
