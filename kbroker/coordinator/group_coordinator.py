@@ -222,10 +222,11 @@ class GroupCoordinator:
             err = E.INVALID_SESSION_TIMEOUT
         if err == E.NONE and self.consumer.is_active(req.group_id):
             err = E.INCONSISTENT_GROUP_PROTOCOL  # group.consumer.migration.policy=disabled
+        if err == E.NONE:
+            err = self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
         if err != E.NONE:
             callback(JoinResult(err, req.member_id))
             return
-        self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
         unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         if group is None:
@@ -760,7 +761,7 @@ class GroupCoordinator:
                 err = self._write(group_id, "deleting the group",
                                   lambda g=group: self.manager.delete_group(g, self.now()))  # type: ignore[misc]
             if err == E.NONE:
-                self.consumer.drop(group_id)
+                err = self.consumer.drop(group_id)
             results[group_id] = err
         return results
 
