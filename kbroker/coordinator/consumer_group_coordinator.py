@@ -51,7 +51,7 @@ from kbroker.coordinator.consumer_group_member import (
     ConsumerGroupMember,
     MemberState,
 )
-from kbroker.coordinator.consumer_group_snapshot import GroupSnapshot
+from kbroker.coordinator.consumer_group_snapshot import GroupSnapshot, operation_error
 from kbroker.coordinator.current_assignment_builder import reconcile
 from kbroker.coordinator.timers import Timers
 
@@ -125,9 +125,9 @@ Records = list[tuple[bytes, "bytes | None"]]
 class ConsumerGroupCoordinator:
     def __init__(self, config: ConsumerGroupConfig, timers: Timers,
                  classic_group_active: Callable[[str], bool],
-                 write: Callable[[str, Records], int] = lambda group_id, records: E.NONE) -> None:
-        """`write(group_id, records)` appends to the group's __consumer_offsets partition and
-        answers the error a client gets if it failed."""
+                 write: Callable[[str, Records], object] = lambda group_id, records: None) -> None:
+        """`write(group_id, records)` appends to the group's __consumer_offsets partition, in
+        one batch; it raises if it fails (the answer is then operation_error's)."""
         self.config = config
         self.timers = timers
         self.classic_group_active = classic_group_active
@@ -150,7 +150,7 @@ class ConsumerGroupCoordinator:
         except HeartbeatError as e:
             snapshot.revert()
             return HeartbeatResult(e.code, e.message)
-        code = self.write(req.group_id, records) if records else E.NONE
+        code = self._append(req.group_id, records) if records else E.NONE
         if code != E.NONE:
             snapshot.revert()
             return HeartbeatResult(code, "The group's records could not be written.")
@@ -192,6 +192,14 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
                                self.config.heartbeat_interval_ms,
                                reconciled.assigned if send else None)
+
+    def _append(self, group_id: str, records: Records) -> int:
+        try:
+            self.write(group_id, records)
+        except Exception as e:
+            log.error("group %s: writing its records failed: %s", group_id, e)
+            return operation_error(e)
+        return E.NONE
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -325,7 +333,7 @@ class ConsumerGroupCoordinator:
             return E.NONE
         group.group_epoch += 1
         out += _tombstones(group.group_id, member.member_id) + [_epoch_record(group)]
-        code = self.write(group.group_id, out) if alone else E.NONE
+        code = self._append(group.group_id, out) if alone else E.NONE
         if code != E.NONE and snapshot is not None:
             snapshot.revert()
             return code
@@ -405,7 +413,7 @@ class ConsumerGroupCoordinator:
             return E.NONE
         if not forget:
             records = [r for m in group.members for r in _tombstones(group_id, m)]
-            code = self.write(group_id, records + [(cr.encode_key(cr.RecordKey(kind, group_id)), None)
+            code = self._append(group_id, records + [(cr.encode_key(cr.RecordKey(kind, group_id)), None)
                                                    for kind in (cr.TARGET_METADATA, cr.GROUP_METADATA)])
             if code != E.NONE:
                 return code  # the group stays, as nothing of its end was written

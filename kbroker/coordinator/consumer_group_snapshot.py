@@ -11,6 +11,9 @@ COORDINATOR_NOT_AVAILABLE, ...). The consumer group coordinator does the same: i
 a GroupSnapshot before an operation, changes the group while it builds the records,
 and calls `revert()` when the write fails.
 
+The error a failed operation answers is Kafka's CoordinatorOperationExceptionHelper
+.handleOperationException mapping (`operation_error`).
+
 What is kept: the entry of the group map (the group may not have existed, or been
 replaced), the group's epochs, members, static members, target assignment, partition
 holders, subscribed topics and metadata hash, and each member's timers. Members are
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.coordinator.consumer_group import ConsumerGroup
 from kbroker.coordinator.timers import Timer, Timers
 
@@ -78,3 +83,21 @@ class GroupSnapshot:
 
 def _copy(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
+
+
+def operation_error(error: BaseException) -> int:
+    """The error a client gets for an operation whose append raised `error`, mapped as
+    Kafka's CoordinatorOperationExceptionHelper.handleOperationException maps it. An
+    OSError is the log's disk failing (Kafka's KafkaStorageException)."""
+    code = error.error_code if isinstance(error, KafkaError) else (
+        ErrorCode.KAFKA_STORAGE_ERROR if isinstance(error, OSError) else ErrorCode.UNKNOWN_SERVER_ERROR)
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR  # the client looks for the coordinator again
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return int(code)

@@ -104,10 +104,8 @@ class GroupCoordinator:
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = set() if clustered else None
         # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
-        self.consumer = cgc.ConsumerGroupCoordinator(
-            config.consumer, self.timers, self._classic_active,
-            lambda group_id, records: self._write(group_id, "writing consumer group records",
-                                                  lambda: self.store.append(group_id, records)))
+        self.consumer = cgc.ConsumerGroupCoordinator(config.consumer, self.timers, self._classic_active,
+                                                     store.append)
         self.manager.consumer_active = self.consumer.is_active
         self.manager.consumer_replay = self.consumer.replay
 

@@ -53,12 +53,19 @@ def reloaded(h: Harness, clustered: bool = False) -> GroupCoordinator:
 def test_a_failed_append_leaves_a_new_group_unmade() -> None:
     h = Harness()
     store: MemoryGroupStore = h.coord.store  # type: ignore[assignment]
-    store.fail = True  # an OSError: Kafka's COORDINATOR_NOT_AVAILABLE
+    store.fail = KafkaError("too few replicas", E.NOT_ENOUGH_REPLICAS)
     r = h.hb()
     assert (r.error_code, r.member_id) == (E.COORDINATOR_NOT_AVAILABLE, None)
     assert "g" not in h.coord.consumer.groups and len(h.coord.timers) == 0 and store.records == []
-    store.fail = KafkaError("not the leader", E.NOT_LEADER_OR_FOLLOWER)
-    assert h.hb().error_code == E.NOT_COORDINATOR  # the client looks for the coordinator again
+    # Kafka's handleOperationException mapping, the rest of it
+    for failure, answer in [(KafkaError("not the leader", E.NOT_LEADER_OR_FOLLOWER), E.NOT_COORDINATOR),
+                            (OSError("disk"), E.NOT_COORDINATOR),  # the client looks for the coordinator again
+                            (KafkaError("timed out", E.REQUEST_TIMED_OUT), E.COORDINATOR_NOT_AVAILABLE),
+                            (KafkaError("big", E.MESSAGE_TOO_LARGE), E.UNKNOWN_SERVER_ERROR),
+                            (RuntimeError("bug"), E.UNKNOWN_SERVER_ERROR)]:
+        store.fail = failure
+        assert h.hb().error_code == answer, failure
+    assert "g" not in h.coord.consumer.groups and store.records == []
     store.fail = False
     r = h.hb()
     assert (r.error_code, r.member_epoch, r.assignment) == (E.NONE, 1, {T1: ALL})
@@ -87,7 +94,7 @@ def test_a_failed_leave_keeps_the_member_and_a_failed_fencing_is_retried() -> No
     group = h.coord.consumer.groups["g"]
     before = view(group)
     h.coord.store.fail = True  # type: ignore[attr-defined]
-    assert h.hb(a.member_id, -1).error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert h.hb(a.member_id, -1).error_code == E.NOT_COORDINATOR
     assert view(group) == before
     h.advance(SESSION + 1)  # both sessions expire while the store fails: nobody is removed
     assert view(group) == before
@@ -108,7 +115,7 @@ def test_memory_is_what_replaying_the_records_gives() -> None:
     h.coord.consumer_heartbeat(HeartbeatRequest("g", s.member_id, -2, "static"), h.topics)
     h.hb(instance="static")
     h.coord.store.fail = True  # type: ignore[attr-defined]
-    assert h.hb(b.member_id, -1).error_code == E.COORDINATOR_NOT_AVAILABLE
+    assert h.hb(b.member_id, -1).error_code == E.NOT_COORDINATOR
     h.coord.store.fail = False  # type: ignore[attr-defined]
     assert h.hb(a.member_id, -1).error_code == E.NONE
     group = h.coord.consumer.groups["g"]
@@ -207,7 +214,7 @@ def test_records_of_a_group_follow_one_another_in_one_batch_per_heartbeat() -> N
         batches.append(len(records))
         return append(group_id, records, *args)
 
-    store.append = counting  # type: ignore[method-assign]
+    h.coord.consumer.write = counting
     h.hb()
     assert batches == [5]
     assert [cr.record_type(r.key or b"") for r in store.records] == [
