@@ -1,7 +1,8 @@
 """A KIP-848 consumer group (confluent-kafka, group.protocol=consumer) on a 3-broker cluster
 with offsets.topic.replication.factor=3, while the broker that coordinates it (the leader
 of its __consumer_offsets partition) dies (SIGKILL, by PID) or shuts down (controlled
-shutdown, SIGTERM): the members find the new coordinator, which has loaded the group from
+shutdown, SIGTERM): the members find the new coordinator (the other brokers answer
+NOT_COORDINATOR), which has loaded the group from
 the replicated records (members, epochs, assignments), so nobody is fenced or loses a
 partition, and consumption goes on from where it was: no record lost, none read twice.
 
@@ -21,10 +22,12 @@ from confluent_kafka import TopicPartition
 
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
+from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
 )
+from kbroker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.utils.java_hash import java_abs, java_string_hash
 from tests.integration.groups_support import Member, covers, poll_until, produce
@@ -131,6 +134,12 @@ def test_a_kip848_group_carries_on_when_its_coordinator_goes(cluster: Cluster, h
         assert loaded is not None and loaded.group_epoch >= epoch
         assert member_view(loaded) == before  # the same members, epochs and assignments
         poll_until(members, committed_everywhere(6), timeout=60)  # the new coordinator takes commits
+        # a broker that does not lead the group's partition sends its members elsewhere
+        other = next(i for i in cluster.brokers if i not in (old, new))
+        member_id, (member_epoch, _) = next(iter(before.items()))
+        r = ask(cluster, other, ConsumerGroupHeartbeatRequest(
+            group_id=GROUP, member_id=member_id, member_epoch=member_epoch, topic_partitions=[]), 1)
+        assert r is not None and r.error_code == ErrorCode.NOT_COORDINATOR
     finally:
         for m in members:
             m.close()
