@@ -98,7 +98,8 @@ class GroupCoordinator:
         self.timers = timers or Timers(time)
         self.store = store
         self.manager = GroupMetadataManager(store, config.offsets_retention_ms)
-        self.loading = False
+        self.loading = False  # the start-up load (every partition)
+        self.loading_partitions: set[int] = set()  # cluster mode: being loaded on election
         self.completed_rebalances = 0  # group-completed-rebalance-count (/metrics)
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
@@ -158,10 +159,10 @@ class GroupCoordinator:
                 scb(SyncResult(E.NOT_COORDINATOR))
 
     def _check_group_id(self, group_id: str | None) -> int:
-        if self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
         if not group_id:
-            return E.INVALID_GROUP_ID
+            return E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.INVALID_GROUP_ID
+        if self.loading or self.store.partition_for(group_id) in self.loading_partitions:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         if not self.is_coordinator_for(group_id):
             return E.NOT_COORDINATOR
         return E.NONE
@@ -178,7 +179,7 @@ class GroupCoordinator:
             self.owned_partitions = set()
         if partition in self.owned_partitions:
             return
-        self.loading = True
+        self.loading_partitions.add(partition)
         try:
             loaded = self.manager.load(self.now(), self.store.read_partition(partition))
             for group in loaded:
@@ -186,7 +187,7 @@ class GroupCoordinator:
                     self._schedule_heartbeat(group, member, member.session_timeout_ms)
             self.consumer.after_load({g for g in self.consumer.groups if self.store.partition_for(g) == partition})
         finally:
-            self.loading = False
+            self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         log.info("coordinating the groups of __consumer_offsets-%d (%d with members)", partition,
                  len(loaded))
@@ -718,7 +719,7 @@ class GroupCoordinator:
     # -- admin
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
                     ) -> tuple[int, list[tuple[str, str, str, str]]]:
-        if self.loading:
+        if self.loading or self.loading_partitions:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         want_states = {s.lower() for s in states}
         want_types = {t.lower() for t in types}

@@ -189,15 +189,17 @@ def test_loading_answers_load_in_progress_and_a_resigned_coordinator_not_coordin
     h.coord = coord
     assert h.hb().error_code == E.NOT_COORDINATOR  # not elected yet
     coord.on_elected(0)
+    coord.on_elected(1)
     a = h.hb()
     assert (a.error_code, a.member_epoch) == (E.NONE, 1)
     coord.on_resigned(0)  # another broker leads __consumer_offsets-0 now
     r = h.hb(a.member_id, 1, {T1: ALL})
     assert r.error_code == E.NOT_COORDINATOR and "g" not in coord.consumer.groups
-    store.during_load = lambda: h.hb(a.member_id, 1, {T1: ALL}).error_code
+    store.during_load = lambda: (h.hb(a.member_id, 1, {T1: ALL}).error_code, h.hb(group="other").error_code)
     coord.on_elected(0)  # elected again: loading, then the member carries on at its epoch
     store.during_load = None
-    assert store.seen == [E.COORDINATOR_LOAD_IN_PROGRESS]
+    # while partition 0 loads its groups wait; partition 1's are served
+    assert store.seen == [(E.COORDINATOR_LOAD_IN_PROGRESS, E.NONE)]
     r = h.hb(a.member_id, 1, {T1: ALL})
     assert (r.error_code, r.member_epoch) == (E.NONE, 1)
 
