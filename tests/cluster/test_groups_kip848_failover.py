@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
@@ -32,7 +33,7 @@ from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.utils.java_hash import java_abs, java_string_hash
 from tests.integration.groups_support import Member, covers, poll_until, produce
 
-from .support import ask, ask_any, create_topic, new_cluster, wait_for_isr, wait_until
+from .support import ask, ask_any, create_topic, metadata, new_cluster, wait_for_isr, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -54,15 +55,15 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
         c.stop()
 
 
-def coordinator(cluster: Cluster) -> int | None:
+def coordinator(cluster: Cluster, group: str = GROUP) -> int | None:
     """The group's coordinator, as a running broker answers FindCoordinator."""
-    r = ask_any(cluster, FindCoordinatorRequest(key=GROUP, key_type=0), 3)
+    r = ask_any(cluster, FindCoordinatorRequest(key=group, key_type=0), 3)
     return int(r.node_id) if r is not None and r.error_code == 0 else None
 
 
-def describe(cluster: Cluster, node: int) -> ConsumerGroupDescribeResponse.DescribedGroup | None:
+def describe(cluster: Cluster, node: int, group_id: str = GROUP) -> ConsumerGroupDescribeResponse.DescribedGroup | None:
     """The group as its coordinator `node` describes it (None while it answers an error)."""
-    r = ask(cluster, node, ConsumerGroupDescribeRequest(group_ids=[GROUP]), 0)
+    r = ask(cluster, node, ConsumerGroupDescribeRequest(group_ids=[group_id]), 0)
     group = None if r is None else r.groups[0]
     return group if group is not None and group.error_code == 0 else None
 
@@ -140,6 +141,53 @@ def test_a_kip848_group_carries_on_when_its_coordinator_goes(cluster: Cluster, h
         r = ask(cluster, other, ConsumerGroupHeartbeatRequest(
             group_id=GROUP, member_id=member_id, member_epoch=member_epoch, topic_partitions=[]), 1)
         assert r is not None and r.error_code == ErrorCode.NOT_COORDINATOR
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_topic_that_grew_while_the_coordinator_was_dead_is_assigned_after_the_failover(cluster: Cluster) -> None:
+    """The coordinator is SIGKILLed and the topic gets two more partitions before another
+    broker takes the group over (the controller, alive, adds them while the dead broker's
+    ZooKeeper session lasts). The new coordinator loads the group with the metadata hash
+    of 6 partitions, sees 8 at the members' first heartbeat, and gives the new partitions
+    out (a new group epoch): their records are read too."""
+    bs = cluster.bootstrap_servers
+    create_topic(cluster, TOPIC, PARTITIONS, rf=3)
+    md = metadata(cluster)
+    assert md is not None
+    controller = md.controller_id
+    # a group whose coordinator is not the controller, so the partitions can be added at once
+    group = str(wait_until(lambda: next((g for g in (f"grow-{i}" for i in range(40))
+                                         if coordinator(cluster, g) not in (None, controller)), None),
+                           "a group coordinated by a broker other than the controller"))
+    old = int(coordinator(cluster, group))  # type: ignore[arg-type]
+    produce(bs, TOPIC, values("w", 1), acks="all")
+    members = [Member(bs, group, TOPIC, **{"group.protocol": "consumer", "reconnect.backoff.max.ms": 200})
+               for _ in range(2)]
+    try:
+        poll_until(members, lambda: covers(members, PARTITIONS) and len(set(read(members, "w"))) == PARTITIONS,
+                   timeout=60)
+        wait_for_isr(cluster, "__consumer_offsets", java_abs(java_string_hash(group)) % 50, {1, 2, 3})
+        cluster.kill(old)
+        live = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != old)
+        admin = AdminClient({"bootstrap.servers": live})
+        for f in admin.create_partitions([NewPartitions(TOPIC, PARTITIONS + 2)], operation_timeout=30,
+                                         request_timeout=40).values():
+            f.result(timeout=60)
+        grown = wait_until(lambda: (v := metadata(cluster, topics=[TOPIC])) is not None and len(
+            v.topics[0].partitions) == PARTITIONS + 2, "8 partitions in the metadata")
+        assert grown and coordinator(cluster, group) == old  # grown before the group moved
+        new = int(wait_until(lambda: coordinator(cluster, group) not in (None, old) and coordinator(  # type: ignore
+            cluster, group), "a new coordinator", timeout=90))
+        later = [(p, f"n-{p}-0") for p in range(PARTITIONS + 2)]
+        produce(live, TOPIC, later, acks="all")
+        poll_until(members, lambda: covers(members, PARTITIONS + 2) and set(read(members, "n")) == {
+            v for _, v in later}, timeout=90)
+        assert sorted(read(members, "n")) == sorted(v for _, v in later)
+        loaded = describe(cluster, new, group)
+        assert loaded is not None and {p for _, ps in member_view(loaded).values() for p in ps} == set(
+            range(PARTITIONS + 2))
     finally:
         for m in members:
             m.close()
