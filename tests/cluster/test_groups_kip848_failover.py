@@ -44,6 +44,7 @@ BROKER = {
     "group.consumer.min.session.timeout.ms": "6000", "group.consumer.session.timeout.ms": "6000",
 }
 TOPIC, GROUP = "work848", "group848"
+IDEMPOTENT = {"enable.idempotence": True}
 
 
 @pytest.fixture
@@ -81,16 +82,27 @@ def read(members: list[Member], tag: str) -> list[str]:
     return [v for m in members for v in m.values if v.startswith(tag + "-")]
 
 
-@pytest.mark.parametrize("how", ["sigkill", "controlled_shutdown"])
-def test_a_kip848_group_carries_on_when_its_coordinator_goes(cluster: Cluster, how: str) -> None:
+def warm_group(cluster: Cluster, group: str, count: int) -> list[Member]:
+    """`count` KIP-848 members of `group` that split the topic and read a record of each partition."""
     bs = cluster.bootstrap_servers
-    create_topic(cluster, TOPIC, PARTITIONS, rf=3)
-    produce(bs, TOPIC, values("w", 1), acks="all")
-    members = [Member(bs, GROUP, TOPIC, **{"group.protocol": "consumer", "reconnect.backoff.max.ms": 200})
-               for _ in range(3)]
+    produce(bs, TOPIC, values("w", 1), acks="all", **IDEMPOTENT)
+    members = [Member(bs, group, TOPIC, **{"group.protocol": "consumer", "reconnect.backoff.max.ms": 200})
+               for _ in range(count)]
     try:
         poll_until(members, lambda: covers(members, PARTITIONS) and len(set(read(members, "w"))) == PARTITIONS,
                    timeout=60)
+    except BaseException:
+        for m in members:
+            m.close()
+        raise
+    return members
+
+
+@pytest.mark.parametrize("how", ["sigkill", "controlled_shutdown"])
+def test_a_kip848_group_carries_on_when_its_coordinator_goes(cluster: Cluster, how: str) -> None:
+    create_topic(cluster, TOPIC, PARTITIONS, rf=3)
+    members = warm_group(cluster, GROUP, 3)
+    try:
         every = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
 
         def committed_everywhere(offset: int) -> Callable[[], bool]:
@@ -122,11 +134,13 @@ def test_a_kip848_group_carries_on_when_its_coordinator_goes(cluster: Cluster, h
                              "a new coordinator", timeout=90))
         live = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != old)
         second = values("b", 5)
-        produce(live, TOPIC, second, acks="all")
+        produce(live, TOPIC, second, acks="all", **IDEMPOTENT)  # leaders move too: retries write once
         poll_until(members, lambda: set(read(members, "b")) >= {v for _, v in second}, timeout=90)
         print(f"coordinator {old} {how}: {new} coordinates, consumption went on after "
               f"{time.monotonic() - gone_at:.1f} s")
 
+        ends = [members[0].consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in every]
+        assert ends == [6] * PARTITIONS  # the log has each record once: what follows is the consumers'
         assert sorted(read(members, "b")) == sorted(v for _, v in second)  # none lost, none twice
         assert sorted(read(members, "w")) == sorted(v for _, v in values("w", 1))  # nothing read again
         assert [set(m.assignment) for m in members] == assignments
@@ -152,7 +166,6 @@ def test_a_topic_that_grew_while_the_coordinator_was_dead_is_assigned_after_the_
     ZooKeeper session lasts). The new coordinator loads the group with the metadata hash
     of 6 partitions, sees 8 at the members' first heartbeat, and gives the new partitions
     out (a new group epoch): their records are read too."""
-    bs = cluster.bootstrap_servers
     create_topic(cluster, TOPIC, PARTITIONS, rf=3)
     md = metadata(cluster)
     assert md is not None
@@ -162,12 +175,8 @@ def test_a_topic_that_grew_while_the_coordinator_was_dead_is_assigned_after_the_
                                          if coordinator(cluster, g) not in (None, controller)), None),
                            "a group coordinated by a broker other than the controller"))
     old = int(coordinator(cluster, group))  # type: ignore[arg-type]
-    produce(bs, TOPIC, values("w", 1), acks="all")
-    members = [Member(bs, group, TOPIC, **{"group.protocol": "consumer", "reconnect.backoff.max.ms": 200})
-               for _ in range(2)]
+    members = warm_group(cluster, group, 2)
     try:
-        poll_until(members, lambda: covers(members, PARTITIONS) and len(set(read(members, "w"))) == PARTITIONS,
-                   timeout=60)
         wait_for_isr(cluster, "__consumer_offsets", java_abs(java_string_hash(group)) % 50, {1, 2, 3})
         cluster.kill(old)
         live = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != old)
@@ -181,7 +190,7 @@ def test_a_topic_that_grew_while_the_coordinator_was_dead_is_assigned_after_the_
         new = int(wait_until(lambda: coordinator(cluster, group) not in (None, old) and coordinator(  # type: ignore
             cluster, group), "a new coordinator", timeout=90))
         later = [(p, f"n-{p}-0") for p in range(PARTITIONS + 2)]
-        produce(live, TOPIC, later, acks="all")
+        produce(live, TOPIC, later, acks="all", **IDEMPOTENT)
         poll_until(members, lambda: covers(members, PARTITIONS + 2) and set(read(members, "n")) == {
             v for _, v in later}, timeout=90)
         assert sorted(read(members, "n")) == sorted(v for _, v in later)
