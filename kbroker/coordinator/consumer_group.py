@@ -13,7 +13,8 @@ assignment epoch, or is withholding/revoking), Stable.
 Owns: members by id, static members by instance id, the target assignment by member
 id, which member holds each partition (`holders`: assigned or still revoking), and the
 topics the subscriptions resolved to when the target was computed (`subscribed`:
-name -> (topic id, partition count)). A group's committed offsets are not here: they
+name -> (topic id, partition count)) and their hash (`metadata_hash`, KIP-1101: stored
+with the group epoch, so a load can tell whether a subscribed topic changed meanwhile). A group's committed offsets are not here: they
 stay with its GroupMetadata (group_metadata.py), which both group types share.
 
 Lock: the broker's event-loop thread only.
@@ -21,6 +22,8 @@ Lock: the broker's event-loop thread only.
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import uuid
 from enum import Enum
 
@@ -52,6 +55,7 @@ class ConsumerGroup:
         self.holders: dict[tuple[uuid.UUID, int], str] = {}
         # None: loaded from __consumer_offsets, taken from the topics at the next heartbeat
         self.subscribed: TopicMetadata | None = {}
+        self.metadata_hash = 0  # of `subscribed` (metadata_hash()); 0: none known
         self.dead = False
 
     @property
@@ -111,3 +115,20 @@ class ConsumerGroup:
         if not named:
             return default
         return min(named, key=lambda n: (-named[n], n))
+
+
+def metadata_hash(topics: TopicMetadata) -> int:
+    """The group's metadata hash (Kafka 4.1's ConsumerGroupMetadataValue.MetadataHash,
+    KIP-1101): over each subscribed topic, by name, its id, name and partition count (what
+    the assignment depends on; rack-aware assignment is not implemented, so racks are
+    not in it). An int64; 0 for no topics. The inputs are Kafka's, the function is not
+    (BLAKE2b-64 here, XXH3 in Kafka): a hash another broker wrote just differs once,
+    which costs one new target assignment, never a wrong one."""
+    if not topics:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for name in sorted(topics):
+        topic_id, partitions = topics[name]
+        encoded = name.encode()
+        h.update(struct.pack(">b16sH", 0, topic_id.bytes, len(encoded)) + encoded + struct.pack(">i", partitions))
+    return int.from_bytes(h.digest(), "big", signed=True)

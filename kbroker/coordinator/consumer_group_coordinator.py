@@ -37,7 +37,12 @@ from typing import Protocol
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator import consumer_group_records as cr
 from kbroker.coordinator.assignors import ASSIGNORS
-from kbroker.coordinator.consumer_group import ConsumerGroup, ConsumerGroupState, TopicMetadata
+from kbroker.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupState,
+    TopicMetadata,
+    metadata_hash,
+)
 from kbroker.coordinator.consumer_group_member import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -46,12 +51,14 @@ from kbroker.coordinator.consumer_group_member import (
     ConsumerGroupMember,
     MemberState,
 )
+from kbroker.coordinator.consumer_group_snapshot import GroupSnapshot, operation_error
 from kbroker.coordinator.current_assignment_builder import reconcile
 from kbroker.coordinator.timers import Timers
 
 log = logging.getLogger(__name__)
 E = ErrorCode
 INVALID_REGULAR_EXPRESSION = 128  # Kafka 4.0's Errors; the 3.9 ErrorCode table has none
+FENCE_RETRY_BACKOFF_MS = 500  # a timer's write that failed runs again (Kafka's CoordinatorTimer retry)
 
 
 @dataclass(frozen=True)
@@ -118,9 +125,9 @@ Records = list[tuple[bytes, "bytes | None"]]
 class ConsumerGroupCoordinator:
     def __init__(self, config: ConsumerGroupConfig, timers: Timers,
                  classic_group_active: Callable[[str], bool],
-                 write: Callable[[str, Records], int] = lambda group_id, records: E.NONE) -> None:
-        """`write(group_id, records)` appends to the group's __consumer_offsets partition and
-        answers the error a client gets if it failed."""
+                 write: Callable[[str, Records], object] = lambda group_id, records: None) -> None:
+        """`write(group_id, records)` appends to the group's __consumer_offsets partition, in
+        one batch; it raises if it fails (the answer is then operation_error's)."""
         self.config = config
         self.timers = timers
         self.classic_group_active = classic_group_active
@@ -129,17 +136,29 @@ class ConsumerGroupCoordinator:
 
     # -- ConsumerGroupHeartbeat
     def heartbeat(self, req: HeartbeatRequest, topics: TopicLookup) -> HeartbeatResult:
+        """One operation, as Kafka's coordinator runtime runs it: the group changes while its
+        records are built, the records are appended in one batch, and if the append fails
+        the group is put back as it was (GroupSnapshot) and the answer is the write's error."""
+        snapshot = GroupSnapshot(self.groups, req.group_id, self.timers)
+        records: Records = []
         try:
             _validate(req, self.config.assignors)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(req)
-            return self._heartbeat(req, topics)
+                result = self._leave(req, records)
+            else:
+                result = self._heartbeat(req, topics, records)
         except HeartbeatError as e:
+            snapshot.revert()
             return HeartbeatResult(e.code, e.message)
+        code = self._append(req.group_id, records) if records else E.NONE
+        if code != E.NONE:
+            snapshot.revert()
+            return HeartbeatResult(code, "The group's records could not be written.")
+        return result
 
-    def _heartbeat(self, req: HeartbeatRequest, topics: TopicLookup) -> HeartbeatResult:
+    def _heartbeat(self, req: HeartbeatRequest, topics: TopicLookup, records: Records) -> HeartbeatResult:
         group = self._group(req.group_id, create=req.member_epoch == JOIN_GROUP_MEMBER_EPOCH)
-        member = self._member(group, req)
+        member = self._member(group, req, records)
         updated = member.replace(
             rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=(req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0
@@ -151,7 +170,6 @@ class ConsumerGroupCoordinator:
                                     else member.subscribed_topic_regex),
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
             client_id=req.client_id, client_host=req.client_host)
-        records: Records = []
         gid, mid = group.group_id, updated.member_id
         bump = mid not in group.members or updated.subscription_key() != member.subscription_key()
         if bump or (updated.client_id, updated.client_host) != (member.client_id, member.client_host):
@@ -159,7 +177,7 @@ class ConsumerGroupCoordinator:
         group.put_member(updated)
         if self._refresh_subscribed(group, topics) or bump:
             group.group_epoch += 1
-            records.append((cr.encode_key(cr.RecordKey(cr.GROUP_METADATA, gid)), cr.encode_epoch(group.group_epoch)))
+            records.append(_epoch_record(group))
             log.info("group %s: epoch %d (member %s)", gid, group.group_epoch, mid)
         if group.group_epoch > group.assignment_epoch:
             records += self._compute_target(group)
@@ -169,14 +187,19 @@ class ConsumerGroupCoordinator:
                             cr.encode_current(reconciled)))
         group.put_member(reconciled)
         self._schedule_timers(group, reconciled, updated.state)
-        code = self.write(gid, records) if records else E.NONE
-        if code != E.NONE:
-            return HeartbeatResult(code, "The group's records could not be written.")
         send = (req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or reconciled.assigned != member.assigned
                 or (req.owned is not None and req.owned != reconciled.assigned))
         return HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
                                self.config.heartbeat_interval_ms,
                                reconciled.assigned if send else None)
+
+    def _append(self, group_id: str, records: Records) -> int:
+        try:
+            self.write(group_id, records)
+        except Exception as e:
+            log.error("group %s: writing its records failed: %s", group_id, e)
+            return operation_error(e)
+        return E.NONE
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -189,7 +212,7 @@ class ConsumerGroupCoordinator:
         group = self.groups[group_id] = ConsumerGroup(group_id)
         return group
 
-    def _member(self, group: ConsumerGroup, req: HeartbeatRequest) -> ConsumerGroupMember:
+    def _member(self, group: ConsumerGroup, req: HeartbeatRequest, records: Records) -> ConsumerGroupMember:
         if req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             existing = group.members.get(req.member_id) if req.member_id else None
             if existing is not None:  # a member rejoining with epoch 0 starts over
@@ -201,7 +224,7 @@ class ConsumerGroupCoordinator:
                     if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
                                              f"Static member {req.instance_id} is still in the group.")
-                    return self._replace_static(group, old, req.member_id or new_member_id())
+                    return self._replace_static(group, old, req.member_id or new_member_id(), records)
             if len(group.members) >= self.config.max_size:
                 raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
                                      f"The group has reached its maximum size ({self.config.max_size}).")
@@ -215,22 +238,21 @@ class ConsumerGroupCoordinator:
         return member
 
     def _replace_static(self, group: ConsumerGroup, old: ConsumerGroupMember,
-                        new_id: str) -> ConsumerGroupMember:
+                        new_id: str, records: Records) -> ConsumerGroupMember:
         """A static member back under a new member id takes over the old one's epoch and
         assignment, with no new group epoch (Kafka's static member replacement)."""
         self._cancel_timers(old)
         target = group.target.get(old.member_id)
         group.remove_member(old.member_id)
-        self.write(group.group_id, _tombstones(group.group_id, old.member_id))
+        records += _tombstones(group.group_id, old.member_id)
         new = old.replace(member_id=new_id, member_epoch=old.previous_member_epoch
                           if old.previous_member_epoch > 0 else group.assignment_epoch,
                           previous_member_epoch=-1, session_timer=None, rebalance_timer=None)
         gid = group.group_id
-        records: Records = [(cr.encode_key(cr.RecordKey(cr.MEMBER_METADATA, gid, new_id)), cr.encode_member(new))]
+        records.append((cr.encode_key(cr.RecordKey(cr.MEMBER_METADATA, gid, new_id)), cr.encode_member(new)))
         if target is not None:
             group.target[new_id] = target
             records.append((cr.encode_key(cr.RecordKey(cr.TARGET_MEMBER, gid, new_id)), cr.encode_target(target)))
-        self.write(gid, records)
         group.put_member(new)
         log.info("group %s: static member %s is now %s", group.group_id, old.instance_id, new_id)
         return new
@@ -248,7 +270,9 @@ class ConsumerGroupCoordinator:
         if now == group.subscribed:
             return False
         loaded, group.subscribed = group.subscribed is None, now
-        return not loaded  # after a load the topics are taken as they are (Kafka 4.1 keeps a hash)
+        before, group.metadata_hash = group.metadata_hash, metadata_hash(now)
+        # after a load only the stored hash tells whether a topic changed meanwhile (KIP-1101)
+        return not loaded or group.metadata_hash != before
 
     def _compute_target(self, group: ConsumerGroup) -> Records:
         assignor = ASSIGNORS[group.assignor_name(self.config.assignors[0])]
@@ -272,7 +296,7 @@ class ConsumerGroupCoordinator:
         return records
 
     # -- leaving, fencing
-    def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
+    def _leave(self, req: HeartbeatRequest, records: Records) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
         if group is None:
             raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no members.")
@@ -289,23 +313,33 @@ class ConsumerGroupCoordinator:
             left = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                   previous_member_epoch=member.member_epoch, rebalance_timer=None)
             group.put_member(left)
-            self.write(group.group_id, [(cr.encode_key(cr.RecordKey(cr.CURRENT_ASSIGNMENT, group.group_id,
-                                                                    left.member_id)), cr.encode_current(left))])
+            records.append((cr.encode_key(cr.RecordKey(cr.CURRENT_ASSIGNMENT, group.group_id, left.member_id)),
+                            cr.encode_current(left)))
             log.info("group %s: static member %s leaves for now", group.group_id, member.instance_id)
         else:
-            self.fence(group, member, "left the group")
+            self.fence(group, member, "left the group", records)
         return HeartbeatResult(E.NONE, None, member.member_id, req.member_epoch)
 
-    def fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> None:
-        """Remove the member and bump the group epoch: its partitions go to the others."""
+    def fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str,
+              records: Records | None = None) -> int:
+        """Remove the member and bump the group epoch: its partitions go to the others. With
+        `records`, part of a heartbeat (which writes them); alone, written here, and on a
+        failed write the group stays as it was. Returns the write's error."""
+        alone = records is None
+        snapshot = GroupSnapshot(self.groups, group.group_id, self.timers) if alone else None
+        out: Records = [] if records is None else records
         self._cancel_timers(member)
         if group.remove_member(member.member_id) is None:
-            return
+            return E.NONE
         group.group_epoch += 1
-        self.write(group.group_id, _tombstones(group.group_id, member.member_id) + [
-            (cr.encode_key(cr.RecordKey(cr.GROUP_METADATA, group.group_id)), cr.encode_epoch(group.group_epoch))])
+        out += _tombstones(group.group_id, member.member_id) + [_epoch_record(group)]
+        code = self._append(group.group_id, out) if alone else E.NONE
+        if code != E.NONE and snapshot is not None:
+            snapshot.revert()
+            return code
         log.info("group %s: member %s removed (%s), epoch %d", group.group_id, member.member_id, reason,
                  group.group_epoch)
+        return E.NONE
 
     def _schedule_timers(self, group: ConsumerGroup, member: ConsumerGroupMember, was: MemberState) -> None:
         if member.session_timer is not None:
@@ -332,7 +366,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is not None and self.groups.get(group.group_id) is group:
             member.session_timer = member.rebalance_timer = None
-            self.fence(group, member, reason)
+            if self.fence(group, member, reason) != E.NONE:  # retried, as Kafka's timers retry
+                member.session_timer = self.timers.schedule(
+                    FENCE_RETRY_BACKOFF_MS, lambda: self._expired(group, member_id, reason))
 
     # -- offsets
     def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> int | None:
@@ -368,19 +404,24 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         return group is not None and not group.dead and bool(group.members)
 
-    def drop(self, group_id: str, forget: bool = False) -> None:
-        """The group is deleted, or becomes a classic group (tombstones for its records);
-        with `forget`, another broker coordinates it now (nothing written)."""
-        group = self.groups.pop(group_id, None)
-        if group is not None:
-            group.dead = True
-            records: Records = []
-            for member in group.members.values():
-                self._cancel_timers(member)
-                records += _tombstones(group_id, member.member_id)
-            if not forget:
-                self.write(group_id, records + [(cr.encode_key(cr.RecordKey(kind, group_id)), None)
-                                                for kind in (cr.TARGET_METADATA, cr.GROUP_METADATA)])
+    def drop(self, group_id: str, forget: bool = False) -> int:
+        """The group is deleted, or becomes a classic group (tombstones for its records, written
+        first: on a failed write the group stays and the error is returned); with `forget`,
+        another broker coordinates it now (nothing written)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.NONE
+        if not forget:
+            records = [r for m in group.members for r in _tombstones(group_id, m)]
+            code = self._append(group_id, records + [(cr.encode_key(cr.RecordKey(kind, group_id)), None)
+                                                   for kind in (cr.TARGET_METADATA, cr.GROUP_METADATA)])
+            if code != E.NONE:
+                return code  # the group stays, as nothing of its end was written
+        del self.groups[group_id]
+        group.dead = True
+        for member in group.members.values():
+            self._cancel_timers(member)
+        return E.NONE
 
     # -- loading (__consumer_offsets replayed, later records winning)
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -395,7 +436,7 @@ class ConsumerGroupCoordinator:
             if value is None:
                 del self.groups[k.group_id]
             else:
-                group.group_epoch = cr.decode_epoch(value)
+                group.group_epoch, group.metadata_hash = cr.decode_epoch(value)
         elif k.record_type == cr.TARGET_METADATA and value is not None:
             group.assignment_epoch = cr.decode_assignment_epoch(value)
         elif k.record_type == cr.TARGET_MEMBER and k.member_id is not None:
@@ -487,6 +528,11 @@ def _check_epoch(member: ConsumerGroupMember, received: int, owned: Assignment |
             raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member "
                                  f"epoch ({received}) than the one known by the group coordinator "
                                  f"({member.member_epoch}).")
+
+
+def _epoch_record(group: ConsumerGroup) -> tuple[bytes, bytes | None]:
+    return (cr.encode_key(cr.RecordKey(cr.GROUP_METADATA, group.group_id)),
+            cr.encode_epoch(group.group_epoch, group.metadata_hash))
 
 
 def _tombstones(group_id: str, member_id: str) -> Records:

@@ -5,7 +5,7 @@ tools/codegen generates from group-coordinator's ConsumerGroup*.json
 A key is int16 record type + the key (not flexible); a value is int16 version (0) + the
 value (flexible). A null value is a tombstone. The record types:
 
-    3 ConsumerGroupMetadata                 group -> group epoch
+    3 ConsumerGroupMetadata                 group -> group epoch, metadata hash (tag 0)
     5 ConsumerGroupMemberMetadata           group, member -> subscription, client, rebalance timeout
     6 ConsumerGroupTargetAssignmentMetadata group -> assignment epoch
     7 ConsumerGroupTargetAssignmentMember   group, member -> its target (topic id, partitions)
@@ -13,7 +13,8 @@ value (flexible). A null value is a tombstone. The record types:
                                             state, assigned, pending revocation
 
 Type 4 (ConsumerGroupPartitionMetadata) is not written: Kafka 4.1+ writes none either
-(KIP-1101); the subscribed topics are compared with the broker's at each heartbeat.
+(KIP-1101): the subscribed topics are compared with the broker's at each heartbeat,
+and after a load through the metadata hash stored with the group epoch.
 MemberState as Kafka numbers it: 0 UNREVOKED_PARTITIONS, 1 UNRELEASED_PARTITIONS,
 2 STABLE, 127 UNKNOWN.
 
@@ -69,6 +70,7 @@ _STATE_IDS = {MemberState.UNREVOKED_PARTITIONS: 0, MemberState.UNRELEASED_PARTIT
               MemberState.STABLE: 2, MemberState.UNKNOWN: 127}
 _STATES = {v: k for k, v in _STATE_IDS.items()}
 VALUE_VERSION = 0
+METADATA_HASH_TAG = 0  # ConsumerGroupMetadataValue's tagged MetadataHash (Kafka 4.1, KIP-1101)
 
 
 @dataclass(frozen=True)
@@ -115,12 +117,37 @@ def _decode(cls: Any, data: bytes) -> Any:
     return cls.decode(r, r.int16())
 
 
-def encode_epoch(epoch: int) -> bytes:
-    return _encode(ConsumerGroupMetadataValue(epoch=epoch))
+def encode_epoch(epoch: int, metadata_hash: int = 0) -> bytes:
+    """ConsumerGroupMetadataValue v0: int32 epoch, then its tagged fields, where Kafka 4.1
+    (KIP-1101) put tag 0, int64 MetadataHash (default 0, so not written when 0). The 3.9
+    spec the codec is generated from has no tagged field, so the tag is written here."""
+    if metadata_hash == 0:
+        return _encode(ConsumerGroupMetadataValue(epoch=epoch))
+    w = Writer()
+    w.int16(VALUE_VERSION)
+    w.int32(epoch)
+    w.uvarint(1)  # one tagged field
+    w.uvarint(METADATA_HASH_TAG)
+    w.uvarint(8)
+    w.int64(metadata_hash)
+    return bytes(w.to_bytes())
 
 
-def decode_epoch(data: bytes) -> int:
-    return int(_decode(ConsumerGroupMetadataValue, data).epoch)
+def decode_epoch(data: bytes) -> tuple[int, int]:
+    """(group epoch, metadata hash) of a ConsumerGroupMetadataValue; other tags are skipped."""
+    r = Reader(data)
+    version = r.int16()
+    if version != VALUE_VERSION:
+        raise ValueError(f"ConsumerGroupMetadataValue version {version} is not {VALUE_VERSION}")
+    epoch, metadata_hash = r.int32(), 0
+    for tag, size in r.tagged_fields():
+        end = r.pos + size
+        if tag == METADATA_HASH_TAG:
+            metadata_hash = r.int64()
+            r.end_tagged_field(end)
+        else:
+            r.skip(size)
+    return epoch, metadata_hash
 
 
 def encode_assignment_epoch(epoch: int) -> bytes:

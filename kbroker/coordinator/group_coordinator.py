@@ -98,16 +98,15 @@ class GroupCoordinator:
         self.timers = timers or Timers(time)
         self.store = store
         self.manager = GroupMetadataManager(store, config.offsets_retention_ms)
-        self.loading = False
+        self.loading = False  # the start-up load (every partition)
+        self.loading_partitions: set[int] = set()  # cluster mode: being loaded on election
         self.completed_rebalances = 0  # group-completed-rebalance-count (/metrics)
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = set() if clustered else None
         # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
-        self.consumer = cgc.ConsumerGroupCoordinator(
-            config.consumer, self.timers, self._classic_active,
-            lambda group_id, records: self._write(group_id, "writing consumer group records",
-                                                  lambda: self.store.append(group_id, records)))
+        self.consumer = cgc.ConsumerGroupCoordinator(config.consumer, self.timers, self._classic_active,
+                                                     store.append)
         self.manager.consumer_active = self.consumer.is_active
         self.manager.consumer_replay = self.consumer.replay
 
@@ -160,10 +159,10 @@ class GroupCoordinator:
                 scb(SyncResult(E.NOT_COORDINATOR))
 
     def _check_group_id(self, group_id: str | None) -> int:
-        if self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
         if not group_id:
-            return E.INVALID_GROUP_ID
+            return E.COORDINATOR_LOAD_IN_PROGRESS if self.loading else E.INVALID_GROUP_ID
+        if self.loading or self.store.partition_for(group_id) in self.loading_partitions:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         if not self.is_coordinator_for(group_id):
             return E.NOT_COORDINATOR
         return E.NONE
@@ -180,7 +179,7 @@ class GroupCoordinator:
             self.owned_partitions = set()
         if partition in self.owned_partitions:
             return
-        self.loading = True
+        self.loading_partitions.add(partition)
         try:
             loaded = self.manager.load(self.now(), self.store.read_partition(partition))
             for group in loaded:
@@ -188,7 +187,7 @@ class GroupCoordinator:
                     self._schedule_heartbeat(group, member, member.session_timeout_ms)
             self.consumer.after_load({g for g in self.consumer.groups if self.store.partition_for(g) == partition})
         finally:
-            self.loading = False
+            self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         log.info("coordinating the groups of __consumer_offsets-%d (%d with members)", partition,
                  len(loaded))
@@ -222,10 +221,11 @@ class GroupCoordinator:
             err = E.INVALID_SESSION_TIMEOUT
         if err == E.NONE and self.consumer.is_active(req.group_id):
             err = E.INCONSISTENT_GROUP_PROTOCOL  # group.consumer.migration.policy=disabled
+        if err == E.NONE:
+            err = self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
         if err != E.NONE:
             callback(JoinResult(err, req.member_id))
             return
-        self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
         unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         if group is None:
@@ -719,7 +719,7 @@ class GroupCoordinator:
     # -- admin
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
                     ) -> tuple[int, list[tuple[str, str, str, str]]]:
-        if self.loading:
+        if self.loading or self.loading_partitions:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         want_states = {s.lower() for s in states}
         want_types = {t.lower() for t in types}
@@ -760,7 +760,7 @@ class GroupCoordinator:
                 err = self._write(group_id, "deleting the group",
                                   lambda g=group: self.manager.delete_group(g, self.now()))  # type: ignore[misc]
             if err == E.NONE:
-                self.consumer.drop(group_id)
+                err = self.consumer.drop(group_id)
             results[group_id] = err
         return results
 

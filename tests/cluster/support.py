@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -68,6 +69,24 @@ def metadata(cluster: Cluster, broker_id: int | None = None, topics: list[str] |
                 return response
         except (KafkaClientError, OSError):
             continue
+    return None
+
+
+def ask(cluster: Cluster, broker_id: int, request: object, version: int) -> Any:
+    """One broker's answer to a request over the Kafka protocol; None if it does not answer."""
+    b = cluster.brokers[broker_id]
+    try:
+        with BrokerConnection(b.host, b.port, timeout_s=5.0) as conn:
+            return conn.request(request, version)
+    except (KafkaClientError, OSError):
+        return None
+
+
+def ask_any(cluster: Cluster, request: object, version: int) -> Any:
+    """The answer of the first running broker that answers; None if none does."""
+    for broker_id, b in cluster.brokers.items():
+        if b.is_running() and (r := ask(cluster, broker_id, request, version)) is not None:
+            return r
     return None
 
 

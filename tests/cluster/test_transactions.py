@@ -15,13 +15,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 
-from .support import create_topic, new_cluster, wait_for_leader, wait_until
+from .support import ask, ask_any, create_topic, new_cluster, wait_for_leader, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,18 +36,6 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
         c.stop()
 
 
-def ask_any(cluster: Cluster, request: object, version: int) -> object | None:
-    for b in cluster.brokers.values():
-        if not b.is_running():
-            continue
-        try:
-            with BrokerConnection(b.host, b.port, timeout_s=5.0) as conn:
-                return conn.request(request, version)
-        except (KafkaClientError, OSError):
-            continue
-    return None
-
-
 def coordinator_of(cluster: Cluster, transactional_id: str) -> int | None:
     r = ask_any(cluster, FindCoordinatorRequest(key=transactional_id, key_type=1), 3)
     return r.node_id if r is not None and r.error_code == 0 else None  # type: ignore[attr-defined]
@@ -58,11 +45,8 @@ def transaction_state(cluster: Cluster, transactional_id: str) -> str | None:
     node = coordinator_of(cluster, transactional_id)
     if node is None or not cluster.brokers[node].is_running():
         return None
-    b = cluster.brokers[node]
-    try:
-        with BrokerConnection(b.host, b.port, timeout_s=5.0) as conn:
-            r = conn.request(DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0)
-    except (KafkaClientError, OSError):
+    r = ask(cluster, node, DescribeTransactionsRequest(transactional_ids=[transactional_id]), 0)
+    if r is None:
         return None
     state = r.transaction_states[0]
     return state.transaction_state if state.error_code == 0 else None

@@ -6,9 +6,17 @@ when it changed, its assignment by topic id (coordinator/consumer_group_coordina
 
 Authorization as Kafka's: READ on the group, else GROUP_AUTHORIZATION_FAILED (checked
 before the handler, kbroker.server.authorization's REQUEST_CHECKS).
+
+In a cluster the answer waits until the group's records are replicated to the ISR of its
+__consumer_offsets partition (offsets.commit.timeout.ms at most), as Kafka's coordinator
+runtime holds a response until the high watermark passes its records: a member never
+acts on an epoch or assignment that a coordinator failover could lose. A failed wait
+answers NOT_COORDINATOR (leadership lost) or COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.consumer_group_coordinator import HeartbeatRequest
@@ -18,12 +26,14 @@ from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
 )
 from kbroker.server.apis.group_support import client_host, coordinator
+from kbroker.server.apis.offset_commit import commit_timeout_s
 from kbroker.server.request_context import RequestContext
 
 R = ConsumerGroupHeartbeatResponse
 
 
-def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
+           ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
     owned: Assignment | None = None
     if request.topic_partitions is not None:
         owned = {}
@@ -43,8 +53,22 @@ def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> Consu
         assignment = R.Assignment(topic_partitions=[
             R.TopicPartitions(topic_id=t, partitions=sorted(ps))
             for t, ps in sorted(result.assignment.items(), key=lambda x: str(x[0]))])
-    return R(error_code=ErrorCode.NONE, member_id=result.member_id, member_epoch=result.member_epoch,
-             heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+    response = R(error_code=ErrorCode.NONE, member_id=result.member_id, member_epoch=result.member_epoch,
+                 heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+    services = ctx.services
+    waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
+    return response if waited is None else _after_replication(response, waited)
+
+
+async def _after_replication(response: ConsumerGroupHeartbeatResponse, waited: Awaitable[int]
+                             ) -> ConsumerGroupHeartbeatResponse:
+    code = await waited
+    if code == ErrorCode.NONE:
+        return response
+    mapped = (ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+              else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return R(error_code=mapped, error_message="The group's records were not replicated.", member_id=None,
+             member_epoch=-1)
 
 
 def error_response(request: ConsumerGroupHeartbeatRequest, version: int, code: int
