@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.parallel import group_of, longest_first
+from tests import parallel
+from tests.parallel import group_of, longest_first, module_seconds
 from tests.tiers import TESTS
 
 
@@ -50,7 +51,10 @@ def test_a_group_of_its_own_is_kept() -> None:
     assert group("core/test_records.py", markers=own) is None
 
 
-def test_the_longest_modules_come_first_and_the_rest_keeps_its_order() -> None:
+def test_the_longest_modules_come_first_and_the_rest_keeps_its_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "MODULE_SECONDS", {"test_lint.py": 40.0,
+                                                     "test_fuzz_targets.py": 90.0})
     names = ["core/test_records.py", "test_lint.py", "storage/test_log.py",
              "test_fuzz_targets.py", "core/test_records.py", "test_fuzz_targets.py"]
     items = [FakeItem(TESTS / name) for name in names]
@@ -59,3 +63,21 @@ def test_the_longest_modules_come_first_and_the_rest_keeps_its_order() -> None:
         "test_fuzz_targets.py", "test_fuzz_targets.py", "test_lint.py",
         "core/test_records.py", "storage/test_log.py", "core/test_records.py"]
     assert got[0] is items[3] and got[1] is items[5]
+
+
+def test_the_table_is_made_from_a_durations_report() -> None:
+    report = """============ slowest durations ============
+40.02s call     tests/test_fuzz_targets.py::test_target[produce]
+30.50s call     tests/test_fuzz_targets.py::test_target[fetch]
+12.00s setup    tests/cluster/test_replication.py::test_a
+9.00s teardown tests/cluster/test_replication.py::test_a
+3.00s call     tests/cluster/test_replication.py::test_b
+2.00s call     tests/core/test_records.py::test_c
+(1200 durations < 0.005s hidden.)
+"""
+    assert module_seconds(report.splitlines(), at_least=10) == {
+        "test_fuzz_targets.py": 71, "cluster/test_replication.py": 24}
+
+
+def test_every_module_in_the_table_exists() -> None:
+    assert [m for m in parallel.MODULE_SECONDS if not (TESTS / m).is_file()] == []
