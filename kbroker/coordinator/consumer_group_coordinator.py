@@ -57,7 +57,6 @@ from kbroker.coordinator.timers import Timers
 
 log = logging.getLogger(__name__)
 E = ErrorCode
-INVALID_REGULAR_EXPRESSION = 128  # Kafka 4.0's Errors; the 3.9 ErrorCode table has none
 FENCE_RETRY_BACKOFF_MS = 500  # a timer's write that failed runs again (Kafka's CoordinatorTimer retry)
 
 
@@ -511,7 +510,7 @@ def _validate(req: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
         try:
             re.compile(req.subscribed_topic_regex)
         except re.error as e:
-            raise HeartbeatError(INVALID_REGULAR_EXPRESSION,
+            raise HeartbeatError(E.INVALID_REGULAR_EXPRESSION,
                                  f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid "
                                  f"regular expression: {e}.") from None
 

@@ -26,6 +26,7 @@ where the metadata's pending state refuses concurrent changes (CONCURRENT_TRANSA
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -330,11 +331,21 @@ class TransactionCoordinator:
             m.producer_id, m.producer_epoch,
             tuple(sorted(m.topic_partitions, key=lambda tp: (tp.topic, tp.partition))))
 
-    def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int = -1
+    def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int = -1,
+                          transactional_id_pattern: str | None = None
                           ) -> tuple[int, list[str], list[TransactionListing]]:
-        """(error, unknown state filters, the transactions that pass every filter)."""
+        """(error, unknown state filters, the transactions that pass every filter). A
+        transactional id pattern (KIP-1152; null or empty: none) must match the whole id, as
+        TransactionStateManager.listTransactionStates matches it; one that does not compile
+        answers INVALID_REGULAR_EXPRESSION."""
         if self.state.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, [], []
+        id_pattern = None
+        if transactional_id_pattern:
+            try:
+                id_pattern = re.compile(transactional_id_pattern)
+            except re.error:
+                return E.INVALID_REGULAR_EXPRESSION, [], []
         wanted: set[TransactionState] = set()
         unknown = []
         names = list(states)
@@ -351,6 +362,8 @@ class TransactionCoordinator:
             if m.state is DEAD or (pids and m.producer_id not in pids) or (names and m.state not in wanted):
                 continue
             if duration_ms >= 0 and now - m.txn_start_timestamp <= duration_ms:
+                continue
+            if id_pattern is not None and id_pattern.fullmatch(m.transactional_id) is None:
                 continue
             out.append(TransactionListing(m.transactional_id, m.producer_id, m.state.state_name))
         return E.NONE, unknown, out

@@ -17,35 +17,38 @@ only 3+ (magic 2) is accepted, because librdkafka 2.0.2 turns compression off
 when the Produce range lacks 0 (librdkafka #4956); clients always pick the
 highest common version.
 
-Kafka 4.x (issue #36). The codecs cover every version of Kafka 3.9 and 4.x, but a
-range goes past 3.9's maximum only where the handler does what the newer version
-means and a real client (kafka-python 3.0, which carries Kafka 4.3's schemas) sends
-it in a test. Advertised 4.x versions:
+Kafka 4.x (issue #36). The codecs cover every version of Kafka 3.9 and 4.x; a range goes
+past 3.9's maximum where the handler does what the newer version means. Advertised 4.x
+versions:
 - Metadata 13 (KIP-1102): a top-level error code, for REBOOTSTRAP_REQUIRED, which
   Kafka's brokers leave NONE, as kbroker does.
 - DescribeGroups 6 (KIP-1043): an unknown group answers GROUP_ID_NOT_FOUND with an
   error message, not a Dead group without error.
 - DescribeCluster 2 (KIP-1073): include_fenced_brokers and is_fenced; no kbroker
   broker is ever fenced (see describe_cluster.py).
+- ApiVersions 5 (KIP-1242): the cluster id and node id the client means to reach;
+  another's answers REBOOTSTRAP_REQUIRED (api_versions.py).
+- OffsetCommit / OffsetFetch 10 (KIP-848): topics by id; an unknown id answers
+  UNKNOWN_TOPIC_ID.
+- DeleteGroups 3: a per-group error message.
+- ListTransactions 2 (KIP-1152): a transactional id pattern (INVALID_REGULAR_EXPRESSION).
+- AlterPartitionReassignments 1: allow_replication_factor_change (INVALID_REPLICATION_FACTOR).
+- DescribeLogDirs 5 (KIP-1066): is_cordoned per log dir, always false: kbroker has no
+  cordoned log dirs (log.dirs.cordoned is not a key it accepts). kafka-python 3.0 reads
+  DescribeLogDirs 5 as a 4.3 broker (broker_version_data.py) and gates nothing on it.
 Not advertised, though codecs exist:
-- Produce 12-13, TxnOffsetCommit 5-6, OffsetCommit/OffsetFetch 10: Produce 12 and
-  TxnOffsetCommit 5 are KIP-890's transaction version 2 (partitions join a
-  transaction implicitly); Produce 13, TxnOffsetCommit 6 and OffsetCommit/Fetch 10
-  name topics by id only; and kafka-python reads Produce 13 as a 4.1 broker.
+- Produce 12-13, TxnOffsetCommit 5-6, EndTxn 5: Produce 12, TxnOffsetCommit 5 and EndTxn 5
+  are KIP-890's transaction version 2 (partitions join a transaction implicitly, the
+  epoch bumps at every commit), which kbroker's transaction coordinator does not
+  implement (transaction.version 0); Produce 13 and TxnOffsetCommit 6 (KIP-1319) are
+  those plus topic ids; and kafka-python reads Produce 13 as a 4.1 broker.
 - Fetch 18: a follower's high watermark in the request (KIP-1166), for a replica
   manager kbroker's does not have.
-- ListOffsets 8-11 (tiered storage's earliest-local, earliest-pending-upload) and
-  DescribeLogDirs 5: kafka-python reads ListOffsets 10 as 4.0, 11 as 4.2 and
-  DescribeLogDirs 5 as 4.3.
-- EndTxn 5: transaction version 2 (KIP-890 part 2), which kbroker's transaction
-  coordinator does not implement.
+- ListOffsets 8-11 (tiered storage's earliest-local, earliest-pending-upload): no tiered
+  storage; kafka-python reads ListOffsets 10 as 4.0 and 11 as 4.2.
 - InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
-- ApiVersions 5 (KIP-1242: a cluster id / node id check, REBOOTSTRAP_REQUIRED),
-  DeleteGroups 3 (a per-group error message), ListTransactions 2 (a transactional id
-  pattern): not implemented yet.
-- The APIs Kafka 4 added or that kbroker does not serve (KIP-848 consumer groups, share
-  groups, streams groups, KRaft's) have codecs but no handler, so they are not in the
-  table and not advertised.
+- The APIs Kafka 4 added that kbroker does not serve (share groups, streams groups,
+  KRaft's) have codecs but no handler, so they are not in the table and not advertised.
 """
 
 from __future__ import annotations
@@ -123,10 +126,10 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.FETCH, 4, 17, fetch),
         _spec(ApiKey.LIST_OFFSETS, 1, 7, list_offsets),
         _spec(ApiKey.METADATA, 0, 13, metadata),
-        _spec(ApiKey.API_VERSIONS, 0, 4, api_versions),
+        _spec(ApiKey.API_VERSIONS, 0, 5, api_versions),
         _spec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, offset_for_leader_epoch),
-        _spec(ApiKey.OFFSET_COMMIT, 2, 9, offset_commit),
-        _spec(ApiKey.OFFSET_FETCH, 1, 9, offset_fetch),
+        _spec(ApiKey.OFFSET_COMMIT, 2, 10, offset_commit),
+        _spec(ApiKey.OFFSET_FETCH, 1, 10, offset_fetch),
         _spec(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator),
         _spec(ApiKey.JOIN_GROUP, 0, 9, join_group),
         _spec(ApiKey.HEARTBEAT, 0, 4, heartbeat),
@@ -134,7 +137,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.SYNC_GROUP, 0, 5, sync_group),
         _spec(ApiKey.DESCRIBE_GROUPS, 0, 6, describe_groups),
         _spec(ApiKey.LIST_GROUPS, 0, 5, list_groups),
-        _spec(ApiKey.DELETE_GROUPS, 0, 2, delete_groups),
+        _spec(ApiKey.DELETE_GROUPS, 0, 3, delete_groups),
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
         _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat),
         _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe),
@@ -145,7 +148,7 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, txn_offset_commit),
         _spec(ApiKey.WRITE_TXN_MARKERS, 0, 1, write_txn_markers),
         _spec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions),
-        _spec(ApiKey.LIST_TRANSACTIONS, 0, 1, list_transactions),
+        _spec(ApiKey.LIST_TRANSACTIONS, 0, 2, list_transactions),
         _spec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, describe_producers),
         _spec(ApiKey.CREATE_TOPICS, 0, 7, create_topics),
         _spec(ApiKey.DELETE_TOPICS, 0, 6, delete_topics),
@@ -156,10 +159,10 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs),
         _spec(ApiKey.DESCRIBE_CLUSTER, 0, 2, describe_cluster),
         _spec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions),
-        _spec(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, describe_log_dirs),
+        _spec(ApiKey.DESCRIBE_LOG_DIRS, 0, 5, describe_log_dirs),
         _spec(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2, alter_replica_log_dirs),
         _spec(ApiKey.ELECT_LEADERS, 0, 2, elect_leaders),
-        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, alter_partition_reassignments),
+        _spec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, alter_partition_reassignments),
         _spec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_partition_reassignments),
         _spec(ApiKey.SASL_HANDSHAKE, 0, 1, sasl_handshake),
         _spec(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl_authenticate),

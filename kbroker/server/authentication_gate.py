@@ -201,13 +201,16 @@ class AuthenticationGate:
             if api_key == ApiKey.API_VERSIONS:
                 sasl.versions_answered = self._serves(api_key, version)  # else UNSUPPORTED_VERSION, again
                 return False
-        if api_key in _SASL_KEYS:
+        if api_key == ApiKey.SASL_HANDSHAKE:  # re-authentication (SocketServer.processCompletedReceives)
             self._sasl_request(frame, api_key, version, correlation_id)
             return True
         if sasl.expired() and not sasl.reauthenticating:
             log.info("connection %s: closing, its SASL session expired "
                      "(connections.max.reauth.ms)", self.peer)
             self.close()
+            return True
+        if api_key == ApiKey.SASL_AUTHENTICATE:
+            self._sasl_request(frame, api_key, version, correlation_id)
             return True
         return False
 

@@ -11,7 +11,10 @@ States (a SASL listener's connection starts in HANDSHAKE):
     RAW           after SaslHandshake v0: the next frames are bare tokens (size-prefixed,
                   no request header), answered the same way
     COMPLETE      authenticated: every API; a SaslHandshake v1 starts re-authentication
-                  (KIP-368), which must end as the same principal
+                  (KIP-368), which must end as the same principal, when the session has an
+                  end (without one it is answered ILLEGAL_SASL_STATE, as KafkaApis does); a
+                  SaslAuthenticate outside re-authentication is answered ILLEGAL_SASL_STATE
+                  ("... after successful authentication") and the connection stays open
 
 A handshake naming a mechanism the listener does not enable answers
 UNSUPPORTED_SASL_MECHANISM with the enabled ones, and the connection closes; a failed
@@ -99,6 +102,10 @@ class SaslAuthenticator:
     def handshake(self, mechanism: str, version: int) -> tuple[SaslHandshakeResponse, bool]:
         """The answer and whether the connection closes after it."""
         enabled = list(self.security.sasl_mechanisms)
+        if self.state == SaslState.COMPLETE and self.session_expiry_ms is None:
+            # no session to renew: KafkaApis.handleSaslHandshakeRequest answers, and the
+            # connection goes on (KafkaChannel.maybeBeginServerReauthentication: false)
+            return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[]), False
         if self.state == SaslState.COMPLETE and version >= 1:
             self.reauthenticating = True
         elif self.state != SaslState.HANDSHAKE:  # Kafka's error answer: no mechanisms
@@ -116,6 +123,10 @@ class SaslAuthenticator:
 
     def authenticate(self, token: bytes, version: int | None) -> tuple[SaslAuthenticateResponse, bool]:
         """One token (version None: a raw v0 token). The answer and whether to close."""
+        if self.state is SaslState.COMPLETE:  # KafkaApis.handleSaslAuthenticateRequest
+            return SaslAuthenticateResponse(
+                error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                error_message="SaslAuthenticate request received after successful authentication"), False
         if self._server is None or self.state not in (SaslState.AUTHENTICATE, SaslState.RAW):
             return SaslAuthenticateResponse(
                 error_code=ErrorCode.ILLEGAL_SASL_STATE,

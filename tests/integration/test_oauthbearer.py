@@ -9,7 +9,9 @@ secret); ACLs on (AclAuthorizer). librdkafka's unsecured tokens
 ACL allowing one principal and not another; an expired token is refused. OIDC tokens
 signed by the JWKS key work; a wrong audience, wrong issuer, bad signature or expired
 token is refused (RFC 7628's JSON challenge, then SASL_AUTHENTICATION_FAILED and the
-connection closed, seen on the wire and by librdkafka). kafka-python's token provider.
+connection closed, seen on the wire and by librdkafka). kafka-python's and aiokafka's token
+providers. The Node.js client @platformatic/kafka: an unsecured token under ACLs, a signed
+token, and refused tokens (wrong audience, expired) failing its connect.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from kbroker.protocol.messages.metadata import MetadataRequest
 from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
 
+from .node_support import needs_node_client, run_node
 from .security_support import endpoint, produce_for
 from .wire import WireClient
 
@@ -538,3 +541,63 @@ def test_librdkafka_reauthenticates_on_its_connections(tmp_path: Path) -> None:
         del producer
     finally:
         b.stop()
+
+
+# -- the Node.js client @platformatic/kafka
+
+
+def unsecured_jws(sub: str, exp_in_s: float) -> str:
+    """An unsecured JWS (alg none, RFC 7515 with an empty signature) for `sub`."""
+    def b64(o: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()
+    now = time.time()
+    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + exp_in_s})}."
+
+
+def node_oauth(broker: Broker, listener: str, token: str, action: str, **args: Any) -> dict[str, Any]:
+    return run_node("oauthbearer.mjs", endpoint(broker, listener), timeout=90, token=token,
+                    action=action, **args)
+
+
+@needs_node_client
+def test_node_client_unsecured_token_produces_and_consumes_under_acls(broker: Broker) -> None:
+    topic, group = _topic(broker, "oauth-node"), "oauth-node-g"
+    grant(broker, "User:erin", topic, group)
+    r = node_oauth(broker, "UNSECURED", unsecured_jws("erin", 300), "produce-consume",
+                   topic=topic, group=group, count=4)
+    assert r == {"sent": 4, "consumed": ["v0", "v1", "v2", "v3"]}, r
+    denied = node_oauth(broker, "UNSECURED", unsecured_jws("frank", 300), "produce", topic=topic)
+    assert ErrorCode.TOPIC_AUTHORIZATION_FAILED in denied["error"]["codes"], denied
+
+
+@needs_node_client
+def test_node_client_signed_token_of_the_identity_provider_works(
+        broker: Broker, idp: IdentityProvider) -> None:
+    topic = _topic(broker, "oauth-node-oidc")  # carol: a super user
+    r = node_oauth(broker, "OIDC", idp.fetch_token(), "produce-consume", topic=topic,
+                   group="oauth-node-oidc-g", count=2, validate=True)
+    assert r == {"sent": 2, "consumed": ["v0", "v1"]}, r
+
+
+@needs_node_client
+@pytest.mark.parametrize("bad_idp", ["wrong audience", "expired"], indirect=True)
+def test_node_client_refused_token_fails_its_connect(broker: Broker, bad_idp: IdentityProvider) -> None:
+    """The broker answers RFC 7628's invalid_token challenge: the client's validator turns it
+    into its SASL authentication error; without the validator the client's next request is
+    refused (ILLEGAL_SASL_STATE, as Kafka's handleSaslToken answers it) and the connection
+    closes. Either way the connect fails; nothing is served."""
+    token = bad_idp.fetch_token()
+    validated = node_oauth(broker, "OIDC", token, "connect", validate=True)
+    assert "error" in validated, validated
+    names = " | ".join(validated["names"])
+    assert "AuthenticationError: SASL authentication failed." in names, validated
+    assert "Invalid SASL/OAUTHBEARER token." in names, validated
+    unvalidated = node_oauth(broker, "OIDC", token, "connect")
+    assert "error" in unvalidated and "topics" not in unvalidated, unvalidated
+    assert ErrorCode.ILLEGAL_SASL_STATE in unvalidated["error"]["codes"], unvalidated
+
+
+@needs_node_client
+def test_node_client_expired_unsecured_token_fails_its_connect(broker: Broker) -> None:
+    r = node_oauth(broker, "UNSECURED", unsecured_jws("erin", -60), "connect", validate=True)
+    assert "Invalid SASL/OAUTHBEARER token." in " | ".join(r.get("names", [])), r

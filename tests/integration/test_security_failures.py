@@ -207,6 +207,52 @@ def test_sasl_v1_plain_then_requests_are_served(secure_broker) -> None:
         assert c.call(MetadataRequest(topics=[]), 4).brokers
 
 
+def test_sasl_requests_after_authentication_are_answered_and_the_connection_stays(
+        secure_broker) -> None:
+    """Once authenticated the requests reach KafkaApis: SaslAuthenticate answers
+    ILLEGAL_SASL_STATE "... after successful authentication" (handleSaslAuthenticateRequest),
+    and so does a SaslHandshake when the session has no end to renew
+    (handleSaslHandshakeRequest); neither closes the connection."""
+    with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        assert c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2).error_code == 0
+        for version in (0, 1, 2):
+            r = c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), version)
+            assert (r.error_code, r.error_message) == (
+                ErrorCode.ILLEGAL_SASL_STATE,
+                "SaslAuthenticate request received after successful authentication")
+        r = c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        assert (r.error_code, r.mechanisms) == (ErrorCode.ILLEGAL_SASL_STATE, [])
+        assert c.call(MetadataRequest(topics=[]), 4).brokers
+
+
+def test_sasl_authenticate_after_authentication_leaves_reauthentication_working(
+        pki, tmp_path) -> None:
+    """With connections.max.reauth.ms a stray SaslAuthenticate is answered ILLEGAL_SASL_STATE
+    and the client can still re-authenticate (KIP-368) as itself, but not as another user."""
+    broker = Broker(security_props(pki, tmp_path / "logs", **{
+        "connections.max.reauth.ms": "600000"})).start()
+    try:
+        with WireClient(endpoint(broker, "SASL_PLAINTEXT")) as c:
+            assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            r = c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 1)
+            assert (r.error_code, r.session_lifetime_ms) == (0, 600000)
+            r = c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 1)
+            assert r.error_code == ErrorCode.ILLEGAL_SASL_STATE
+            assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            r = c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 1)
+            assert (r.error_code, r.session_lifetime_ms) == (0, 600000)
+            assert c.call(MetadataRequest(topics=[]), 4).brokers
+            assert c.call(SaslAuthenticateRequest(auth_bytes=b"x"), 2).error_code == \
+                ErrorCode.ILLEGAL_SASL_STATE
+            assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            r = c.call(SaslAuthenticateRequest(auth_bytes=b"\0admin\0admin-secret"), 1)
+            assert r.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+            assert c.is_closed_by_peer()
+    finally:
+        broker.stop()
+
+
 def test_sasl_failure_answers_with_kafkas_message_then_closes(secure_broker) -> None:
     with WireClient(endpoint(secure_broker, "SASL_PLAINTEXT")) as c:
         assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0

@@ -137,7 +137,7 @@ def test_api_versions_advertises_only_implemented_apis(client: WireClient) -> No
     resp = client.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert ranges == {key: (s.min_version, s.max_version) for key, s in API_TABLE.items()}
-    core = {0: (0, 11), 1: (4, 17), 2: (1, 7), 3: (0, 13), 18: (0, 4), 23: (2, 4)}
+    core = {0: (0, 11), 1: (4, 17), 2: (1, 7), 3: (0, 13), 18: (0, 5), 23: (2, 4)}
     assert {k: ranges[k] for k in core} == core
 
 
@@ -157,7 +157,7 @@ def test_api_versions_too_new_gets_error_35_with_v0_body(client: WireClient) -> 
     assert ResponseHeader.decode(r, 0).correlation_id == 5
     resp = ApiVersionsResponse.decode(r, 0)
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 5)]
 
 
 def test_api_versions_v3_invalid_software_name(client: WireClient) -> None:

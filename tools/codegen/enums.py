@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from . import HEADER_LINE
+from .kafka4_errors import RETRIABLE, kafka4_rows
 from .spec import MAX_VERSION, Message, snake_case
 
 HEADER = HEADER_LINE + ".\n"
@@ -25,10 +26,12 @@ def parse_error_codes(path: Path) -> list[tuple[int, str, str]]:
     return rows
 
 
-def render_error_code(rows: list[tuple[int, str, str]]) -> str:
+def render_error_code(rows_39: list[tuple[int, str, str]]) -> str:
+    rows = kafka4_rows(rows_39)
     out = [
         HEADER,
-        '"""Kafka protocol error codes (Errors.java at 3.9, via error-codes.md)."""\n',
+        '"""Kafka protocol error codes: Errors.java at 3.9 (error-codes.md) and what Kafka 4.x\n',
+        'adds (tools/codegen/kafka4_errors.py), with Kafka\'s names, messages and retriable flags."""\n',
         "\n",
         "import enum\n",
         "\n",
@@ -44,12 +47,24 @@ def render_error_code(rows: list[tuple[int, str, str]]) -> str:
         '        """The default error message Kafka gives this code."""\n',
         "        return MESSAGES[self.value]\n",
         "\n",
+        "    @property\n",
+        "    def retriable(self) -> bool:\n",
+        '        """Whether Kafka\'s exception for this code is a RetriableException."""\n',
+        "        return self.value in RETRIABLE\n",
+        "\n",
         "\n",
         "MESSAGES: dict[int, str] = {\n",
     ]
     for code, _, text in rows:
         out.append(f"    {code}: {text!r},\n")
     out.append("}\n")
+    out.append("\n")
+    out.append("# the codes whose exception extends RetriableException (Errors.toHtml's Retriable column)\n")
+    out.append("RETRIABLE: frozenset[int] = frozenset({\n")
+    codes = [c for c, _, _ in rows if c in RETRIABLE]
+    for i in range(0, len(codes), 12):
+        out.append("    " + ", ".join(str(c) for c in codes[i:i + 12]) + ",\n")
+    out.append("})\n")
     return "".join(out)
 
 

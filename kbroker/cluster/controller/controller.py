@@ -197,11 +197,13 @@ class KafkaController:
             election_type, None if tps is None else tuple(tps)))
         return result
 
-    async def alter_partition_reassignments(self, moves: dict[TopicPartition, list[int] | None]
+    async def alter_partition_reassignments(self, moves: dict[TopicPartition, list[int] | None],
+                                            allow_replication_factor_change: bool = True
                                             ) -> dict[TopicPartition, tuple[int, str | None]]:
         """Start (target replicas) or cancel (None) reassignments; tp -> (error, message)."""
         result: dict[TopicPartition, tuple[int, str | None]] = await self._call(ApiPartitionReassignment(
-            tuple((tp, None if r is None else tuple(r)) for tp, r in moves.items())))
+            tuple((tp, None if r is None else tuple(r)) for tp, r in moves.items()),
+            allow_replication_factor_change))
         return result
 
     def list_partition_reassignments(self, tps: list[TopicPartition] | None
@@ -279,9 +281,9 @@ class KafkaController:
                 return await self.topic_deletion.process()
             case ZkPartitionReassignment():
                 return await self.reassignment.process_zk_node()
-            case ApiPartitionReassignment(moves=moves):
+            case ApiPartitionReassignment(moves=moves, allow_replication_factor_change=allow_rf):
                 return await self.reassignment.alter(
-                    {tp: None if r is None else list(r) for tp, r in moves})
+                    {tp: None if r is None else list(r) for tp, r in moves}, allow_rf)
             case ReplicaLeaderElection(zk_triggered=True):
                 return await self._process_zk_preferred_election()
             case ReplicaLeaderElection(election_type=election_type, partitions=partitions):

@@ -98,6 +98,8 @@ class ControlledShutdown(ControllerEvent):
 
 @dataclass(frozen=True)
 class ApiPartitionReassignment(ControllerEvent):
-    """AlterPartitionReassignments: partition -> target replicas (None: cancel)."""
+    """AlterPartitionReassignments: partition -> target replicas (None: cancel); v1's
+    allow_replication_factor_change false refuses a target of another size."""
 
     moves: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+    allow_replication_factor_change: bool = True

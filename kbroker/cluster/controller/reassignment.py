@@ -50,7 +50,8 @@ class PartitionReassignment:
         self.states = states
         self.channels = channels
 
-    async def alter(self, moves: Moves) -> dict[TopicPartition, tuple[int, str | None]]:
+    async def alter(self, moves: Moves, allow_replication_factor_change: bool = True
+                    ) -> dict[TopicPartition, tuple[int, str | None]]:
         """Start or cancel reassignments; tp -> (error code, message)."""
         ctx = self.ctx
         out: dict[TopicPartition, tuple[int, str | None]] = {}
@@ -68,7 +69,7 @@ class PartitionReassignment:
             else:
                 original = [r for r in a.partitions[tp.partition]
                             if r not in a.adding.get(tp.partition, [])]
-                error = target_error(target, original, ctx.live)
+                error = target_error(target, original, ctx.live, allow_replication_factor_change)
                 if error is not None:
                     out[tp] = error
                     continue

@@ -1,4 +1,4 @@
-"""AlterPartitionReassignments (key 45), v0, answered by the controller (KIP-455): move a
+"""AlterPartitionReassignments (key 45), v0-1, answered by the controller (KIP-455): move a
 partition's replicas to a new list (the new ones are added, catch up and join the ISR,
 then a leader among the targets is elected and the old ones are deleted), or cancel a
 move (replicas null). Another broker of the cluster forwards it to the controller
@@ -7,7 +7,9 @@ controller with one live broker, itself, and no reassignment ever under way: as 
 controller, it accepts a target of its one replica (nothing moves), refuses any other
 (INVALID_REPLICA_ASSIGNMENT: kbroker.cluster.controller.reassignment_target), a
 cancellation finds nothing to cancel (NO_REASSIGNMENT_IN_PROGRESS) and a partition it
-does not have is UNKNOWN_TOPIC_OR_PARTITION.
+does not have is UNKNOWN_TOPIC_OR_PARTITION. v1 (Kafka 4.0) adds
+allow_replication_factor_change: when false a target with more or fewer replicas than the
+partition has (its original ones, during a move) is INVALID_REPLICATION_FACTOR.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
                  ) -> AlterPartitionReassignmentsResponse:
     moves = {TopicPartition(t.name, p.partition_index): p.replicas
              for t in request.topics for p in t.partitions}
+    allow_rf = ctx.api_version < 1 or request.allow_replication_factor_change
     try:
         zk = ctx.services.support.require_zk()
     except ZkRequired:
-        results = {tp: _single_broker_result(ctx, tp, target) for tp, target in moves.items()}
+        results = {tp: _single_broker_result(ctx, tp, target, allow_rf) for tp, target in moves.items()}
     else:
         try:
-            results = await zk.controller.alter_partition_reassignments(moves)
+            results = await zk.controller.alter_partition_reassignments(moves, allow_rf)
         except KafkaError as e:
             return error_response(request, ctx.api_version, e.error_code)
     by_topic: dict[str, list[PartitionResponse]] = {}
@@ -49,15 +52,15 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
                                                           for t, parts in by_topic.items()])
 
 
-def _single_broker_result(ctx: RequestContext, tp: TopicPartition, target: list[int] | None
-                          ) -> tuple[int, str | None]:
+def _single_broker_result(ctx: RequestContext, tp: TopicPartition, target: list[int] | None,
+                          allow_rf: bool) -> tuple[int, str | None]:
     info = ctx.services.topics.get(tp.topic)
     if info is None or not 0 <= tp.partition < info.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
     if target is None:
         return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
     node = ctx.services.node_id
-    return target_error(target, [node], [node]) or (ErrorCode.NONE, None)
+    return target_error(target, [node], [node], allow_rf) or (ErrorCode.NONE, None)
 
 
 def error_response(request: AlterPartitionReassignmentsRequest, version: int, code: int

@@ -8,6 +8,12 @@ answered by the connection, before the body is parsed, with
 `unsupported_version_response`: error 35 and only ApiVersions' own range, in
 the v0 layout, so the client can retry at our maximum (KIP-511).
 The response header is always v0 (no tagged fields), even for v3+.
+
+v5 (KIP-1242, Kafka 4.4) carries the cluster id and node id the client means to reach,
+both or neither (one without the other: INVALID_REQUEST, as ApiVersionsRequest.isValid);
+when they name another cluster or another broker the client's metadata is stale and the
+answer is REBOOTSTRAP_REQUIRED, without API keys, so the client bootstraps again rather
+than talk to a broker it did not mean (a restarted broker behind a reused address).
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     if ctx.api_version >= 3 and client_software(request, ctx.api_version) is None:
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
+    if ctx.api_version >= 5:
+        intended = (request.cluster_id, request.node_id)
+        if (intended[0] is None) != (intended[1] == -1):
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
+        services = ctx.services
+        if intended[0] is not None and intended != (services.cluster_id, services.node_id):
+            return ApiVersionsResponse(error_code=ErrorCode.REBOOTSTRAP_REQUIRED, api_keys=[])
     keys = [
         ApiVersionsResponse.ApiVersion(
             api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version

@@ -1,5 +1,10 @@
-"""DeleteGroups (key 42), v0-2: delete Empty groups and their offsets (tombstones in
-__consumer_offsets); NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND."""
+"""DeleteGroups (key 42), v0-3: delete Empty groups and their offsets (tombstones in
+__consumer_offsets); NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND.
+
+v3 (Kafka 4.4) adds a per-group error_message: null when the group was deleted, else the
+error's message (Kafka's GROUP_DELETION_FAILED, for a share group whose state could not be
+deleted, is the case it was made for; kbroker has no share groups, so its errors are the
+ones above, each with Kafka's default message)."""
 
 from __future__ import annotations
 
@@ -17,10 +22,15 @@ def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsRes
     results = coordinator(ctx).delete_groups(allowed) if allowed else {}
     for g in request.groups_names:
         results.setdefault(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    return DeleteGroupsResponse(results=[Result(group_id=g, error_code=results[g])
+    return DeleteGroupsResponse(results=[_result(g, results[g])
                                          for g in dict.fromkeys(request.groups_names)])
 
 
+def _result(group_id: str, code: int) -> DeleteGroupsResponse.DeletableGroupResult:
+    message = None if code == ErrorCode.NONE else ErrorCode(code).message
+    return Result(group_id=group_id, error_code=code, error_message=message)
+
+
 def error_response(request: DeleteGroupsRequest, version: int, code: int) -> DeleteGroupsResponse:
-    return DeleteGroupsResponse(results=[Result(group_id=g, error_code=code)
+    return DeleteGroupsResponse(results=[_result(g, code)
                                          for g in dict.fromkeys(request.groups_names)])

@@ -1,5 +1,6 @@
-"""DescribeLogDirs (key 35), v0-4: this broker's log dirs and the replicas each holds, with
-their size on disk and (v4) the dir's total and usable bytes; a replica being moved into
+"""DescribeLogDirs (key 35), v0-5: this broker's log dirs and the replicas each holds, with
+their size on disk, (v4) the dir's total and usable bytes and (v5, KIP-1066) whether it is
+cordoned, never: kbroker has no cordoned log dirs; a replica being moved into
 a dir (AlterReplicaLogDirs) appears there as a future replica with its lag. An offline dir answers
 KAFKA_STORAGE_ERROR with no topics. Null topics: every replica.
 """

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), v2-9: committed offsets go to __consumer_offsets, then memory.
+"""OffsetCommit (key 8), v2-10: committed offsets go to __consumer_offsets, then memory.
 
 Group members commit with their generation (v9: generation_id_or_member_epoch, the
 generation for classic groups, the member epoch for KIP-848 consumer groups:
@@ -8,7 +8,9 @@ gives the offset an explicit expire timestamp; v6+ keeps committed_leader_epoch;
 the metadata string is stored as sent (OFFSET_METADATA_TOO_LARGE above
 offset.metadata.max.bytes). In a cluster the answer waits until the commit is
 replicated to the ISR of the group's __consumer_offsets partition, so a coordinator
-failover never loses an acknowledged commit.
+failover never loses an acknowledged commit. v10 (KIP-848, Kafka 4.0) names topics by
+id only: an id no topic has answers UNKNOWN_TOPIC_ID for its partitions, as
+KafkaApis.handleOffsetCommitRequest; the answer names them by id too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_metadata import OffsetAndMetadata
+from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
@@ -40,7 +43,9 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest
     now = services.time.milliseconds()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     expire = now + retention if retention >= 0 else -1
-    errors, offsets = requested_offsets(ctx, [(t.name, t.partitions) for t in request.topics], lambda p: (
+    names = topic_names(ctx, request.topics)
+    known = [(name, t.partitions) for name, t in zip(names, request.topics, strict=True) if name is not None]
+    errors, offsets = requested_offsets(ctx, known, lambda p: (
         OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
                           p.committed_metadata or "", now, expire)))
     if offsets:
@@ -51,8 +56,18 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest
         if any(errors.get(tp, ErrorCode.NONE) == ErrorCode.NONE for tp in offsets):
             waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
             if waited is not None:
-                return _after_replication(request, errors, waited)
-    return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
+                return _after_replication(request, names, errors, waited)
+    return _response(request, names, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+def topic_names(ctx: RequestContext, topics: Iterable[Any]) -> list[str | None]:
+    """The name of each topic of a request; from v10 requests name topics by id (None: an
+    id no topic has, or the zero id)."""
+    if ctx.api_version < 10:
+        return [t.name for t in topics]
+    by_id = ctx.services.topics.get_by_id
+    return [None if (info := by_id(t.topic_id) if t.topic_id != ZERO_UUID else None) is None
+            else info.name for t in topics]
 
 
 def requested_offsets(ctx: RequestContext, topics: list[tuple[str, list[P]]],
@@ -76,14 +91,16 @@ def requested_offsets(ctx: RequestContext, topics: list[tuple[str, list[P]]],
     return errors, offsets
 
 
-async def _after_replication(request: OffsetCommitRequest, errors: dict[tuple[str, int], int],
-                             waited: Awaitable[int]) -> OffsetCommitResponse:
+async def _after_replication(request: OffsetCommitRequest, names: list[str | None],
+                             errors: dict[tuple[str, int], int], waited: Awaitable[int]
+                             ) -> OffsetCommitResponse:
     """Cluster mode: the commit is acknowledged once replicated (acks=all, as Kafka's);
     a failed wait maps as Kafka maps its append errors for offset commits."""
     code = await waited
-    all_tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    all_tps = [(name, p.partition_index) for name, t in zip(names, request.topics, strict=True)
+               if name is not None for p in t.partitions]
     errors = replication_errors(code, errors, all_tps)
-    return _response(request, lambda tp: errors.get(tp, ErrorCode.NONE))
+    return _response(request, names, lambda tp: errors.get(tp, ErrorCode.NONE))
 
 
 def replication_errors(code: int, errors: dict[tuple[str, int], int],
@@ -100,13 +117,16 @@ def replication_errors(code: int, errors: dict[tuple[str, int], int],
     return out
 
 
-def _response(request: OffsetCommitRequest, error_of: Callable[[tuple[str, int]], int]) -> OffsetCommitResponse:
+def _response(request: OffsetCommitRequest, names: list[str | None],
+              error_of: Callable[[tuple[str, int]], int]) -> OffsetCommitResponse:
     return OffsetCommitResponse(topics=[
-        Topic(name=t.name, partitions=[
-            Partition(partition_index=p.partition_index, error_code=error_of((t.name, p.partition_index)))
+        Topic(name=t.name, topic_id=t.topic_id, partitions=[
+            Partition(partition_index=p.partition_index,
+                      error_code=ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                      else error_of((name, p.partition_index)))
             for p in t.partitions])
-        for t in request.topics])
+        for name, t in zip(names, request.topics, strict=True)])
 
 
 def error_response(request: OffsetCommitRequest, version: int, code: int) -> OffsetCommitResponse:
-    return _response(request, lambda tp: code)
+    return _response(request, [t.name or "" for t in request.topics], lambda tp: code)

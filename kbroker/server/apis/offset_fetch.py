@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9), v1-9: committed offsets of a group (v8+: of several groups).
+"""OffsetFetch (key 9), v1-10: committed offsets of a group (v8+: of several groups).
 
 A partition without a committed offset answers offset -1, empty metadata and
 leader epoch -1. A null topic list (v2+) means every offset the group has. Offsets
@@ -7,6 +7,9 @@ partition that has one answers UNSTABLE_OFFSET_COMMIT (offset -1), so a consumer
 exactly-once pipeline waits until the transaction ends instead of reading an old offset.
 v9: a KIP-848 consumer group's member fetches with its member id and epoch
 (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as Kafka's validateOffsetFetch).
+v10 (KIP-848, Kafka 4.0) names topics by id only: an id no topic has answers
+UNKNOWN_TOPIC_ID for the partitions asked, and a group's offsets of a topic that no longer
+exists (no id to name it by) are left out of an all-topics answer, as KafkaApis does.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from kbroker.coordinator.group_metadata import OffsetAndMetadata
 from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from kbroker.server import authorization as authz
 from kbroker.server.apis.group_support import coordinator
+from kbroker.server.apis.offset_commit import topic_names
 from kbroker.server.request_context import RequestContext
 
 R = OffsetFetchResponse
@@ -31,19 +35,23 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
     if ctx.api_version >= 8:
         groups = []
         for g in request.groups:
-            wanted = None if g.topics is None else _wanted((t.name, t.partition_indexes) for t in g.topics)
+            names = [] if g.topics is None else topic_names(ctx, g.topics)
+            wanted = None if g.topics is None else _wanted(
+                (name, t.partition_indexes) for name, t in zip(names, g.topics, strict=True) if name is not None)
             err, offsets, denied = _fetch(ctx, g.group_id, wanted)
             if err == ErrorCode.NONE and ctx.api_version >= 9:
                 err = coord.consumer.check_fetch(g.group_id, g.member_id, g.member_epoch)
                 offsets = {} if err != ErrorCode.NONE else offsets
             unstable = coord.unstable_offsets(g.group_id) if stable and err == ErrorCode.NONE else set()
-            groups.append(R.OffsetFetchResponseGroup(
-                group_id=g.group_id, error_code=err,
-                topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
-                    R.OffsetFetchResponsePartitions(partition_index=p, **_partition(
-                        name, p, om, unstable, _DENIED if (name, p) in denied else ErrorCode.NONE))
-                    for p, om in parts])
-                    for name, parts in _by_topic(offsets)]))
+            answered = [R.OffsetFetchResponseTopics(name=name, partitions=[
+                R.OffsetFetchResponsePartitions(partition_index=p, **_partition(
+                    name, p, om, unstable, _DENIED if (name, p) in denied else ErrorCode.NONE))
+                for p, om in parts])
+                for name, parts in _by_topic(offsets)]
+            if ctx.api_version >= 10:
+                unknown = [t for name, t in zip(names, g.topics or (), strict=True) if name is None]
+                answered = _by_id(ctx, answered, unknown, err)
+            groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=err, topics=answered))
         return OffsetFetchResponse(groups=groups)
     topics = request.topics
     wanted = None if topics is None else _wanted((t.name, t.partition_indexes) for t in topics)
@@ -62,6 +70,25 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
 
 
 _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _by_id(ctx: RequestContext, topics: list[R.OffsetFetchResponseTopics], unknown: list[Any],
+           err: int) -> list[R.OffsetFetchResponseTopics]:
+    """v10: each answered topic with its id (one without: left out), then the ids asked for
+    that no topic has, their partitions UNKNOWN_TOPIC_ID (the group's error, if it has one)."""
+    out = []
+    for t in topics:
+        info = ctx.services.topics.get(t.name)
+        if info is not None:
+            t.topic_id = info.topic_id
+            out.append(t)
+    if err != ErrorCode.NONE:
+        return out
+    for t in unknown:
+        out.append(R.OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+            R.OffsetFetchResponsePartitions(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                            **_fields(None)) for p in t.partition_indexes]))
+    return out
 
 
 def _fetch(ctx: RequestContext, group_id: str, wanted: list[tuple[str, int]] | None
