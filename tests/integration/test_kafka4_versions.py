@@ -1,7 +1,7 @@
 """The Kafka 4 versions kbroker advertises beyond 3.9's (issue #36), on the wire and, where
 a real client sends the version, with it (kafka-python 3.0 carries Kafka 4.3's schemas):
 ApiVersions 5 (KIP-1242), OffsetCommit/OffsetFetch 10 (topics by id), DeleteGroups 3,
-ListTransactions 2 (KIP-1152), AlterPartitionReassignments 1, DescribeLogDirs 5."""
+ListTransactions 2 (KIP-1152), AlterPartitionReassignments 1."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from kbroker.protocol.messages.alter_partition_reassignments import (
 )
 from kbroker.protocol.messages.api_versions import ApiVersionsRequest
 from kbroker.protocol.messages.delete_groups import DeleteGroupsRequest
-from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.init_producer_id import InitProducerIdRequest
 from kbroker.protocol.messages.list_transactions import ListTransactionsRequest
@@ -135,19 +134,5 @@ def test_alter_partition_reassignments_v1_may_forbid_a_replication_factor_change
     try:  # kafka-python sends v1 (allow_replication_factor_change true)
         assert admin.alter_partition_reassignments({TopicPartition("ra", 0): [node]}) == {
             TopicPartition("ra", 0): None}
-    finally:
-        admin.close()
-
-
-def test_describe_log_dirs_v5_says_no_dir_is_cordoned(kbroker_broker: Any) -> None:
-    with WireClient(kbroker_broker.bootstrap_servers) as c:
-        topic_metadata(c, "ld")
-        r = c.call(DescribeLogDirsRequest(topics=None), 5)
-        assert [(d.error_code, d.is_cordoned) for d in r.results] == [(E.NONE, False)]
-        assert "ld" in {t.name for t in r.results[0].topics}
-    admin = KafkaAdminClient(bootstrap_servers=kbroker_broker.bootstrap_servers, request_timeout_ms=15000)
-    try:  # kafka-python asks at v5
-        dirs = admin.describe_log_dirs()
-        assert [d["is_cordoned"] for b in dirs for d in b["log_dirs"]] == [False]
     finally:
         admin.close()
