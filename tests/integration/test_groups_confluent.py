@@ -3,8 +3,6 @@ sharing partitions, rebalancing, commits, resuming after a restart and after SIG
 
 from __future__ import annotations
 
-import json
-import os
 import uuid
 from typing import Any
 
@@ -141,28 +139,6 @@ def test_admin_list_describe_offsets_delete(broker: Any) -> None:
     admin.delete_consumer_groups([group], request_timeout=10)[group].result()
     listed = admin.list_consumer_groups(request_timeout=10).result()
     assert group not in {g.group_id for g in listed.valid}
-
-
-def test_rebalance_time_report(broker: Any, tmp_path: Any) -> None:
-    """Times 3 consumers (librdkafka defaults, heartbeat.interval.ms 3000) and with a 500 ms
-    heartbeat; writes the numbers to $KBROKER_GROUP_TIMING if set."""
-    bs = broker.bootstrap_servers
-    results = {}
-    for label, conf in (("default", {}), ("heartbeat_500ms", {"heartbeat.interval.ms": 500})):
-        topic = f"time-{label}-{uuid.uuid4().hex[:6]}"
-        produce(bs, topic, values("t", 1))
-        members = [Member(bs, f"g-time-{label}", topic, **conf) for _ in range(3)]
-        try:
-            results[label] = round(poll_until(members, lambda ms=members: covers(ms, PARTITIONS)), 3)
-        finally:
-            for m in members:
-                m.close()
-    print(f"\n3 consumers stable: {results}")
-    out = os.environ.get("KBROKER_GROUP_TIMING")
-    if out:
-        with open(out, "w") as f:
-            json.dump(results, f)
-    assert results["default"] < 15
 
 
 def test_live_group_survives_broker_sigkill(broker_factory: Any) -> None:
