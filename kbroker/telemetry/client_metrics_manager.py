@@ -4,7 +4,8 @@ ClientMetricsManager, ClientMetricsInstance and ClientMetricsInstanceMetadata (K
 A client asks GetTelemetrySubscriptions (its client_instance_id zero the first time: the
 broker makes one up) and gets what the subscriptions matching it ask for: the union of
 their metric prefixes ("*" alone if one asks for all), the smallest of their intervals
-(5 minutes when none matches, with no metrics: the client then pushes nothing), a
+and the default 5 minutes (as Kafka's createClientInstance: a longer interval.ms gives 5
+minutes; no match: no metrics, the client then pushes nothing), a
 subscription id (CRC32C of the metrics and the interval, XOR the instance id's hash, as
 Kafka's computeSubscriptionId), the accepted compression types, telemetry.max.bytes and
 the temporality (cumulative, see below). It then pushes every interval with
