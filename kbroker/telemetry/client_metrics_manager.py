@@ -27,7 +27,8 @@ PushTelemetry. The checks, in Kafka's order (validateGetRequest, validatePushReq
 A change of the subscriptions re-evaluates each instance at its next request (Kafka's
 subscriptionUpdateVersion); the metrics it pushed stay. An instance expires
 max(60 s, 3 x its push interval) after its last request (Kafka's ExpirationTimerTask),
-and with it the metrics it pushed. Kafka asks clients for delta temporality, for its
+or when the connection it last spoke on closes (Kafka's ClientConnectionDisconnectListener),
+and with it the metrics it pushed; each push's metrics replace the previous push's. Kafka asks clients for delta temporality, for its
 plugins; kbroker shows the metrics on Prometheus' /metrics, whose counters are
 cumulative, so it asks for cumulative (the protocol lets the broker choose); a delta
 sum pushed anyway is added up.
@@ -134,15 +135,16 @@ class ClientMetricsInstance:
         return accept
 
     def record(self, points: list[MetricPoint], now_ms: int) -> None:
-        """The metrics of a push: each series' latest value (deltas added up)."""
+        """The metrics of a push replace those of the last one (a client pushes every
+        subscribed metric each time, so the series an instance holds are bounded by one
+        push); a delta sum adds to the value it had."""
+        series = {}
         for point in points:
             key = (point.name, point.attributes)
             found = self.series.get(key)
-            if point.delta and found is not None:
-                found.value += point.value
-                found.point, found.updated_ms = point, now_ms
-            else:
-                self.series[key] = SeriesValue(point, point.value, now_ms)
+            value = point.value + found.value if point.delta and found is not None else point.value
+            series[key] = SeriesValue(point, value, now_ms)
+        self.series = series
         self.pushes += 1
 
 
@@ -176,6 +178,8 @@ class ClientMetricsManager:
         self.subscriptions: dict[str, Subscription] = {}
         self.subscription_version = 0
         self._instances: dict[uuid.UUID, ClientMetricsInstance] = {}
+        self._connections: dict[str, uuid.UUID] = {}  # "host:port" of a client -> its instance
+        self._next_expiry_ms = 0
         self.throttled = self.unknown_subscription = self.plugin_errors = 0
 
     # -- subscriptions ---------------------------------------------------------------------
@@ -191,12 +195,26 @@ class ClientMetricsManager:
     # -- client instances ----------------------------------------------------------------------
     def instances(self) -> list[ClientMetricsInstance]:
         """The live instances (expired ones dropped first)."""
-        self._expire(self.time.milliseconds())
+        self._expire(self.time.milliseconds(), force=True)
         return list(self._instances.values())
 
-    def _expire(self, now_ms: int) -> None:
+    def connection_closed(self, peer: str) -> None:
+        """A client's connection ("host:port") closed: the instance that spoke on it last
+        goes (Kafka's ClientConnectionDisconnectListener)."""
+        iid = self._connections.pop(peer, None)
+        if iid is not None:
+            self._instances.pop(iid, None)
+
+    def _expire(self, now_ms: int, force: bool = False) -> None:
+        """Drop the instances past their expiry (looked for at most once a second, or when
+        `force`d)."""
+        if now_ms < self._next_expiry_ms and not force:
+            return
+        self._next_expiry_ms = now_ms + 1000
         for iid in [i for i, inst in self._instances.items() if inst.expires_ms <= now_ms]:
             del self._instances[iid]
+        if len(self._connections) > len(self._instances):
+            self._connections = {c: i for c, i in self._connections.items() if i in self._instances}
 
     def _instance(self, iid: uuid.UUID, client: ClientInformation, now_ms: int
                   ) -> ClientMetricsInstance:
@@ -210,6 +228,7 @@ class ClientMetricsManager:
                 del self._instances[min(self._instances, key=lambda i: self._instances[i].expires_ms)]
             inst = self._instances[iid] = new
         inst.expires_ms = now_ms + max(self.cache_expiry_ms, 3 * inst.push_interval_ms)
+        self._connections[f"{client.source_address}:{client.source_port}"] = iid
         return inst
 
     def _evaluate(self, iid: uuid.UUID, client: ClientInformation) -> ClientMetricsInstance:

@@ -20,7 +20,7 @@ from kbroker.protocol.messages.get_telemetry_subscriptions import GetTelemetrySu
 from kbroker.protocol.messages.list_config_resources import ListConfigResourcesRequest
 from kbroker.protocol.messages.push_telemetry import PushTelemetryRequest
 from kbroker.records.compression import Codec, compress
-from tests.ops.support import scrape, value
+from tests.ops.support import scrape, value, wait_until
 from tests.telemetry.otlp_payloads import counter, gauge, metrics_data
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -79,13 +79,22 @@ def test_push_errors_as_kafka_answers_them(broker: Broker) -> None:
         assert _push(conn, iid, sid, payload) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
         assert _push(conn, iid, sid, payload, terminating=True) == ErrorCode.NONE
         assert _push(conn, iid, sid, payload, terminating=True) == ErrorCode.INVALID_REQUEST
-    url = broker.operations_url
-    assert url is not None
-    samples = scrape(url)
-    labels = {"client_id": "wire-1", "client_instance_id": str(iid)}
-    assert value(samples, "org_apache_kafka_producer_record_queue_time_max", **labels) == 7.0
-    assert value(samples, "org_apache_kafka_producer_sent_total", **labels) == 3.0
-    assert value(samples, "kafka_server_client_metrics_throttle_count_total") == 2.0
+        url = broker.operations_url
+        assert url is not None
+        samples = scrape(url)
+        labels = {"client_id": "wire-1", "client_instance_id": str(iid)}
+        assert value(samples, "org_apache_kafka_producer_record_queue_time_max", **labels) == 7.0
+        assert value(samples, "org_apache_kafka_producer_sent_total", **labels) == 3.0
+        assert value(samples, "kafka_server_client_metrics_throttle_count_total") == 2.0
+        assert value(samples, "kafka_server_client_metrics_instance_count") == 1.0
+    # the instance, and its series, go with the connection (Kafka's disconnect listener),
+    # once the broker has seen it close
+    def dropped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+        found = scrape(url)
+        return found if value(found, "kafka_server_client_metrics_instance_count") == 0.0 else None
+
+    samples = wait_until(dropped, "the broker to drop the instance of the closed connection")
+    assert value(samples, "org_apache_kafka_producer_sent_total", **labels) is None
 
 
 @pytest.mark.parametrize("codec", [Codec.ZSTD, Codec.GZIP, Codec.SNAPPY])
@@ -95,10 +104,10 @@ def test_each_accepted_codec_decodes(broker: Broker, codec: Codec) -> None:
         sub = conn.request(GetTelemetrySubscriptionsRequest(), 0)
         assert _push(conn, sub.client_instance_id, sub.subscription_id,
                      compress(codec, payload), codec) == ErrorCode.NONE
-    url = broker.operations_url
-    assert url is not None
-    assert value(scrape(url), "org_apache_kafka_producer_codec", client_id=f"wire-{codec.name}",
-                 client_instance_id=str(sub.client_instance_id)) == float(codec)
+        url = broker.operations_url
+        assert url is not None
+        assert value(scrape(url), "org_apache_kafka_producer_codec", client_id=f"wire-{codec.name}",
+                     client_instance_id=str(sub.client_instance_id)) == float(codec)
 
 
 def test_refused_pushes(broker: Broker) -> None:

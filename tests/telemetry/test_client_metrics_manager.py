@@ -153,3 +153,30 @@ def test_subscription_id_is_kafkas_crc32c_xor_the_instance_hash() -> None:
     crc = crc32c(b"[a., b.]1000")
     expected = (crc ^ 3) - (1 << 32) if (crc ^ 3) >= 1 << 31 else crc ^ 3
     assert subscription_id(("b.", "a."), 1000, iid) == expected
+
+
+def test_an_instance_goes_with_the_connection_it_last_spoke_on() -> None:
+    m, _ = manager()
+    m.update_subscription("s", {"metrics": "*", "interval.ms": "1000"})
+    producer = m.get_telemetry_subscriptions(uuid.UUID(int=0), PRODUCER)
+    m.get_telemetry_subscriptions(uuid.UUID(int=0), CONSUMER)
+    m.connection_closed("127.0.0.1:59999")  # another connection: nothing goes
+    assert len(m.instances()) == 2
+    m.connection_closed("127.0.0.1:50000")
+    assert [i.client_id for i in (x.client for x in m.instances())] == ["consumer-1"]
+    # the client pushes on a new connection: a new instance of the same id, let in
+    moved = ClientInformation("producer-1", "librdkafka", "2.16.1", "127.0.0.1", "50002")
+    m.push_telemetry(producer.client_instance_id, moved, producer.subscription_id, False, 0,
+                     metrics_data(gauge("org.apache.kafka.producer.x", 1.0)))
+    assert {i.client_instance_id for i in m.instances()} >= {producer.client_instance_id}
+
+
+def test_each_push_replaces_the_series_of_the_last() -> None:
+    m, time = manager()
+    m.update_subscription("s", {"metrics": "*", "interval.ms": "1000"})
+    inst = m.get_telemetry_subscriptions(uuid.UUID(int=0), PRODUCER)
+    for i, name in enumerate(("org.apache.kafka.a", "org.apache.kafka.b")):
+        time.sleep(1000)
+        m.push_telemetry(inst.client_instance_id, PRODUCER, inst.subscription_id, False, 0,
+                         metrics_data(gauge(name, float(i), topic=f"t{i}")))
+    assert [k[0] for k in inst.series] == ["org.apache.kafka.b"]
