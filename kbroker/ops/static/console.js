@@ -298,7 +298,8 @@ async function loadClientMetrics() {
   $("#client-instances").innerHTML = view.instances.map((i) => {
     const rows = i.series.map((s) => `<tr><td>${esc(s.name)}</td>` +
       `<td>${esc(Object.entries(s.attributes).map(([k, v]) => `${k}=${v}`).join(", "))}</td>` +
-      `<td class="num">${esc(Number(s.value).toLocaleString())}</td><td>${s.counter ? "counter" : "gauge"}</td></tr>`).join("");
+      `<td class="num">${esc(Number(s.value).toLocaleString())}</td><td>${s.counter ? "counter" : "gauge"}</td></tr>`).join("") ||
+      '<tr><td colspan="4" class="muted">Nothing pushed (yet).</td></tr>';
     return `<h3>${esc(i.client_id)} <span class="muted">${esc(i.client_instance_id)}</span></h3>` +
       `<p class="muted">${esc(i.client_software)} from ${esc(i.source)} · every ${i.push_interval_ms} ms · ` +
       `${i.pushes} pushes${i.terminating ? " · terminated" : ""}</p>` +
