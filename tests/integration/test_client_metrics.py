@@ -19,6 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from kbroker import Broker
+from kbroker.client.connection import BrokerConnection
+from kbroker.common.error_code import ErrorCode
+from kbroker.protocol.messages.alter_configs import AlterConfigsRequest
 from tests.ops.support import get_json, scrape, value, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -157,6 +160,20 @@ def test_subscriptions_are_validated_and_survive_a_restart(tmp_path: Path) -> No
             # deleting every key removes the subscription
             gone = ConfigResource(CM, "gone", configs={"metrics": (AlterConfigOp.DELETE, None)})
             client.alter_configs([gone], raise_on_unknown=False, incremental=True)
+            assert client.list_config_resources([CM]) == {"client_metrics": ["producers"]}
+            # the legacy AlterConfigs (key 33) replaces a subscription's whole set
+            legacy = ConfigResource(CM, "legacy", configs={"metrics": "*", "interval.ms": "5000"})
+            assert client.alter_configs([legacy], raise_on_unknown=False, incremental=False) == {
+                "client_metrics": {"legacy": "OK"}}
+            described = client.describe_configs([ConfigResource(CM, "legacy")])
+            assert {k: v["value"] for k, v in described["client_metrics"]["legacy"].items()} == {
+                "metrics": "*", "interval.ms": "5000"}
+            # ... so an empty set removes it (kafka-python fills an empty set in: the raw request)
+            host, port = b.bootstrap_servers.rsplit(":", 1)
+            with BrokerConnection(host, int(port)) as conn:
+                empty = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+                    resource_type=int(CM), resource_name="legacy", configs=[])], validate_only=False)
+                assert conn.request(empty, 2).responses[0].error_code == ErrorCode.NONE
             assert client.list_config_resources([CM]) == {"client_metrics": ["producers"]}
         finally:
             client.close()
