@@ -8,6 +8,13 @@ cumulative value, `_total`), anything else a gauge. Labels: `client_id` and
 `topic`, `partition`), likewise made legal. A series goes when its instance expires
 (kbroker.telemetry.client_metrics_manager). Read from the ClientMetricsManager when
 scraped; nothing is counted here.
+
+What a client pushes never breaks a scrape nor mixes with the broker's own figures; a
+series is left out when its name is empty (or `_total` alone, for a counter), when it
+falls in the broker's own namespaces (OWN_PREFIXES: kbroker.ops.metrics' families and
+prometheus-client's process collectors), when its exposed name is another family's of
+the other kind (a gauge and a counter of one name: the first one seen stays), or when
+another series already has its exposed name and labels (`a.b` and `a_b`).
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
     from kbroker.telemetry.client_metrics_manager import ClientMetricsInstance, ClientMetricsManager
+    from kbroker.telemetry.otlp import MetricPoint
 
 _ILLEGAL_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 _ILLEGAL_LABEL = re.compile(r"[^a-zA-Z0-9_]")
 OWN_LABELS = ("client_id", "client_instance_id")
+OWN_PREFIXES = ("kafka_", "kbroker_", "process_", "python_")
 
 
 def metric_name(otlp_name: str) -> str:
@@ -44,25 +53,44 @@ def instance_labels(instance: ClientMetricsInstance) -> dict[str, str]:
 
 def families(manager: ClientMetricsManager, by_name: dict[str, Metric]) -> None:
     """Add the pushed series of every live instance to a scrape's families (by exposed
-    name; a name the broker's own figures have is left to them)."""
+    sample name, as kbroker.ops.metrics keys its own); see the module docstring for the
+    series left out."""
+    pushed: dict[str, Metric] = {}  # family and sample names -> the pushed family
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     for instance in manager.instances():
         own = instance_labels(instance)
         for series in instance.series.values():
-            point = series.point
-            base = metric_name(point.name)
-            kind = "counter" if point.counter else "gauge"
-            family = by_name.get(base + "_total" if point.counter else base)
-            if family is None:
-                family = Metric(base.removesuffix("_total") if point.counter else base,
-                                point.description or f"pushed by clients: {point.name}", kind)
-                by_name[base + "_total" if point.counter else base] = family
-            if family.type != kind:
-                continue  # the same name pushed as another kind: the first one seen stays
+            found = _family(series.point, by_name, pushed)
+            if found is None:
+                continue
+            family, sample = found
             labels = dict(own)
-            for key, value in point.attributes:
+            for key, value in series.point.attributes:
                 labels.setdefault(label_name(key), value)
-            sample = family.name + "_total" if kind == "counter" else family.name
-            family.add_sample(sample, labels, series.value)
+            exposed = (sample, tuple(sorted(labels.items())))
+            if exposed not in seen:
+                seen.add(exposed)
+                family.add_sample(sample, labels, series.value)
+
+
+def _family(point: MetricPoint, by_name: dict[str, Metric], pushed: dict[str, Metric]
+            ) -> tuple[Metric, str] | None:
+    """The family a pushed point goes in (made on first use) and its sample name; None
+    when the point is left out."""
+    kind = "counter" if point.counter else "gauge"
+    name = metric_name(point.name)
+    if point.counter:
+        name = name.removesuffix("_total")
+    sample = name + "_total" if point.counter else name
+    if not name or name.startswith(OWN_PREFIXES):
+        return None
+    family = pushed.get(sample) or pushed.get(name)
+    if family is None:
+        if sample in by_name or name in by_name:  # not the broker's, yet there: leave it
+            return None
+        family = Metric(name, point.description or f"pushed by clients: {point.name}", kind)
+        pushed[name] = pushed[sample] = by_name[sample] = family
+    return (family, sample) if family.type == kind else None
 
 
 def console_view(manager: ClientMetricsManager) -> dict[str, Any]:

@@ -128,6 +128,29 @@ def test_refused_pushes(broker: Broker) -> None:
             assert conn.request(GetTelemetrySubscriptionsRequest(), 0).error_code == ErrorCode.NONE
 
 
+def test_names_prometheus_cannot_take_leave_the_scrape_whole(broker: Broker) -> None:
+    """A push of names that /metrics cannot expose as they are (empty, the broker's own,
+    one name as a gauge and a counter) is accepted as Kafka accepts it, and every scrape
+    after it is still valid Prometheus text with the broker's figures its own."""
+    payload = metrics_data(gauge("", 1.0), counter("_total", 2),
+                           gauge("kafka.server.kafkaserver.brokerstate", 0.0),
+                           gauge("org.apache.kafka.producer.both", 3.0),
+                           counter("org.apache.kafka.producer.both.total", 4),
+                           gauge("org.apache.kafka.producer.kept", 5.0))
+    with _connect(broker, "wire-names") as conn:
+        sub = conn.request(GetTelemetrySubscriptionsRequest(), 0)
+        assert _push(conn, sub.client_instance_id, sub.subscription_id, payload) == ErrorCode.NONE
+        url = broker.operations_url
+        assert url is not None
+        samples = scrape(url)  # status 200, parsed by prometheus-client's parser
+        labels = {"client_id": "wire-names", "client_instance_id": str(sub.client_instance_id)}
+        assert value(samples, "org_apache_kafka_producer_kept", **labels) == 5.0
+        assert value(samples, "org_apache_kafka_producer_both", **labels) == 3.0
+        assert value(samples, "org_apache_kafka_producer_both_total", **labels) is None
+        assert [k for k in samples if k[0] == "kafka_server_kafkaserver_brokerstate"] == [
+            ("kafka_server_kafkaserver_brokerstate", ())]
+
+
 def test_an_unmatched_client_gets_the_empty_subscription(broker: Broker) -> None:
     with _connect(broker, "other-client") as conn:
         sub = conn.request(GetTelemetrySubscriptionsRequest(), 0)
