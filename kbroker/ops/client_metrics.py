@@ -19,6 +19,7 @@ another series already has its exposed name and labels (`a.b` and `a_b`).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,15 @@ def _family(point: MetricPoint, by_name: dict[str, Metric], pushed: dict[str, Me
     return (family, sample) if family.type == kind else None
 
 
+def json_number(value: float) -> float | str:
+    """A pushed value as JSON can carry it: NaN and the infinities, which a client may push
+    (an average of no samples) and JSON has not, as the strings JavaScript's Number()
+    reads back."""
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+
+
 def console_view(manager: ClientMetricsManager) -> dict[str, Any]:
     """The console's JSON: the subscriptions and each instance with its latest series."""
     subs = [{"name": s.name, "metrics": list(s.metrics), "interval_ms": s.interval_ms,
@@ -110,5 +120,6 @@ def console_view(manager: ClientMetricsManager) -> dict[str, Any]:
             "push_interval_ms": inst.push_interval_ms, "pushes": inst.pushes,
             "terminating": inst.terminating,
             "series": [{"name": s.point.name, "attributes": dict(s.point.attributes),
-                        "value": s.value, "counter": s.point.counter} for s in series]})
+                        "value": json_number(s.value), "counter": s.point.counter}
+                       for s in series]})
     return {"subscriptions": subs, "instances": instances}

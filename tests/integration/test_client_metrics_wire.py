@@ -5,6 +5,8 @@ zero instance id), the compressed payloads it accepts, and ListConfigResources' 
 
 from __future__ import annotations
 
+import json
+import math
 import socket
 import uuid
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from kbroker.protocol.messages.get_telemetry_subscriptions import GetTelemetrySu
 from kbroker.protocol.messages.list_config_resources import ListConfigResourcesRequest
 from kbroker.protocol.messages.push_telemetry import PushTelemetryRequest
 from kbroker.records.compression import Codec, compress
-from tests.ops.support import scrape, value, wait_until
+from tests.ops.support import get, scrape, value, wait_until
 from tests.telemetry.otlp_payloads import counter, gauge, metrics_data
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -149,6 +151,34 @@ def test_names_prometheus_cannot_take_leave_the_scrape_whole(broker: Broker) -> 
         assert value(samples, "org_apache_kafka_producer_both_total", **labels) is None
         assert [k for k in samples if k[0] == "kafka_server_kafkaserver_brokerstate"] == [
             ("kafka_server_kafkaserver_brokerstate", ())]
+
+
+def test_values_json_has_not_reach_the_console_as_strings(broker: Broker) -> None:
+    """NaN and the infinities (an average of no samples): on /metrics as Prometheus writes
+    them, in the console's JSON as strings JavaScript's Number() reads back, so the page
+    still parses."""
+    payload = metrics_data(gauge("org.apache.kafka.producer.nan", math.nan),
+                           gauge("org.apache.kafka.producer.inf", math.inf),
+                           gauge("org.apache.kafka.producer.ninf", -math.inf))
+    with _connect(broker, "wire-nan") as conn:
+        sub = conn.request(GetTelemetrySubscriptionsRequest(), 0)
+        assert _push(conn, sub.client_instance_id, sub.subscription_id, payload) == ErrorCode.NONE
+        url = broker.operations_url
+        assert url is not None
+        status, body = get(url + "/api/client-metrics")
+        assert status == 200
+
+        def refuse(constant: str) -> None:
+            raise AssertionError(f"{constant} is not JSON (JSON.parse refuses it)")
+
+        view = json.loads(body, parse_constant=refuse)
+        (instance,) = [i for i in view["instances"] if i["client_id"] == "wire-nan"]
+        assert {s["name"].rsplit(".", 1)[1]: s["value"] for s in instance["series"]} == {
+            "nan": "NaN", "inf": "Infinity", "ninf": "-Infinity"}
+        labels = {"client_id": "wire-nan", "client_instance_id": str(sub.client_instance_id)}
+        samples = scrape(url)
+        assert math.isnan(value(samples, "org_apache_kafka_producer_nan", **labels) or 0.0)
+        assert value(samples, "org_apache_kafka_producer_ninf", **labels) == -math.inf
 
 
 def test_an_unmatched_client_gets_the_empty_subscription(broker: Broker) -> None:
