@@ -170,6 +170,9 @@ HANDLER_CHECKED = frozenset({
     ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+    # client metrics (KIP-714): any client asks for its subscription and pushes (Kafka's
+    # handleGetTelemetrySubscriptionsRequest and handlePushTelemetryRequest authorize nothing)
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
 })
 
 
