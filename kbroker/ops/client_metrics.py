@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.metrics_core import Metric
@@ -33,6 +34,7 @@ _ILLEGAL_NAME = re.compile(r"[^a-zA-Z0-9_:]")
 _ILLEGAL_LABEL = re.compile(r"[^a-zA-Z0-9_]")
 OWN_LABELS = ("client_id", "client_instance_id")
 OWN_PREFIXES = ("kafka_", "kbroker_", "process_", "python_")
+STEP = 500  # pushed series read between two yields of family_steps
 
 
 def metric_name(otlp_name: str) -> str:
@@ -52,15 +54,22 @@ def instance_labels(instance: ClientMetricsInstance) -> dict[str, str]:
             "client_instance_id": str(instance.client_instance_id)}
 
 
-def families(manager: ClientMetricsManager, by_name: dict[str, Metric]) -> None:
+def family_steps(manager: ClientMetricsManager, by_name: dict[str, Metric], step: int = STEP
+                 ) -> Iterator[None]:
     """Add the pushed series of every live instance to a scrape's families (by exposed
-    sample name, as kbroker.ops.metrics keys its own); see the module docstring for the
-    series left out."""
+    sample name, as kbroker.ops.metrics keys its own), yielding every `step` series so
+    that the loop serves the Kafka listeners between steps (16384 instances may push a
+    few hundred series each); see the module docstring for the series left out. Iterate
+    it to the end."""
     pushed: dict[str, Metric] = {}  # family and sample names -> the pushed family
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    done = 0
     for instance in manager.instances():
         own = instance_labels(instance)
-        for series in instance.series.values():
+        for series in list(instance.series.values()):
+            done += 1
+            if done % step == 0:
+                yield
             found = _family(series.point, by_name, pushed)
             if found is None:
                 continue

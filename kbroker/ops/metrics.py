@@ -297,7 +297,7 @@ def collect_steps(broker: ServedBroker, out: Families) -> Iterator[None]:
     _controller(out, state)
     yield from _groups(out, state)
     _logs(out, state)
-    _client_metrics(out, state)
+    yield from _client_metrics(out, state)
 
 
 def _topic_stats(out: Families, state: RequestServices) -> None:
@@ -478,16 +478,16 @@ def _cleaner(out: Families, manager: Any) -> None:
     out.add("kbroker_log_cleaner_removed_records_total", {}, stats.messages_removed)
 
 
-def _client_metrics(out: Families, state: RequestServices) -> None:
+def _client_metrics(out: Families, state: RequestServices) -> Iterator[None]:
     """KIP-714: the manager's figures, then every series the clients pushed
-    (kbroker.ops.client_metrics names them)."""
+    (kbroker.ops.client_metrics names them), in steps."""
     manager = state.client_metrics_manager
     out.add("kafka_server_client_metrics_instance_count", {}, len(manager.instances()))
     out.add("kafka_server_client_metrics_throttle_count_total", {}, manager.throttled)
     out.add("kafka_server_client_metrics_unknown_subscription_request_count_total", {},
             manager.unknown_subscription)
     out.add("kafka_server_client_metrics_plugin_error_count_total", {}, manager.plugin_errors)
-    client_metrics.families(manager, out.by_name)
+    yield from client_metrics.family_steps(manager, out.by_name)
 
 
 def process_registry() -> CollectorRegistry:

@@ -11,7 +11,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-from kbroker.ops.client_metrics import OWN_PREFIXES, families
+from kbroker.ops.client_metrics import OWN_PREFIXES, family_steps
 from kbroker.ops.metrics import METRICS
 from kbroker.telemetry.client_metrics_manager import ClientInformation, ClientMetricsManager
 from kbroker.utils.time import MockTime
@@ -39,7 +39,8 @@ def _scrape(*payloads: bytes, own: dict[str, Metric] | None = None) -> dict[str,
         manager.push_telemetry(inst.client_instance_id, client, inst.subscription_id, False, 0,
                                payload)
     by_name = dict(own or {})
-    families(manager, by_name)
+    for _ in family_steps(manager, by_name, step=2):  # yields between steps
+        pass
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(by_name))
     text = generate_latest(registry).decode()
@@ -92,3 +93,15 @@ def test_names_that_become_one_keep_the_first_series() -> None:
     parsed = _scrape(metrics_data(gauge("a.b", 1.0, node_id=0), gauge("a_b", 2.0, node_id=0),
                                   gauge("a_b", 3.0, node_id=1)))
     assert sorted(parsed["a_b"]) == [("a_b", "pusher", 1.0), ("a_b", "pusher", 3.0)]
+
+
+def test_a_scrape_reads_the_pushed_series_in_steps() -> None:
+    """The loop serves the Kafka listeners between steps: every STEP series, a yield."""
+    manager = ClientMetricsManager(1 << 20, MockTime())
+    manager.update_subscription("all", {"metrics": "*", "interval.ms": "1000"})
+    inst = manager.get_telemetry_subscriptions(uuid.UUID(int=0), CLIENT)
+    payload = metrics_data(*[gauge(f"m{i}", float(i)) for i in range(1200)])
+    manager.push_telemetry(inst.client_instance_id, CLIENT, inst.subscription_id, False, 0, payload)
+    by_name: dict[str, Metric] = {}
+    steps = sum(1 for _ in family_steps(manager, by_name, step=500))
+    assert steps == 2 and len(by_name) == 1200

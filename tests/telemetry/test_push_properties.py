@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from kbroker.common.error_code import ErrorCode
-from kbroker.ops.client_metrics import console_view, families
+from kbroker.ops.client_metrics import console_view, family_steps
 from kbroker.records.compression import Codec, compress
 from kbroker.telemetry.client_metrics_manager import (
     ClientInformation,
@@ -55,7 +55,8 @@ def _push(codec: int, payload: bytes) -> tuple[ClientMetricsManager, int]:
 
 def _views_stay_valid(manager: ClientMetricsManager) -> None:
     by_name: dict[str, Metric] = {}
-    families(manager, by_name)
+    for _ in family_steps(manager, by_name, step=2):  # yields between steps
+        pass
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collected(by_name))
     text = generate_latest(registry).decode()
