@@ -118,6 +118,40 @@ def test_a_subscribed_producer_and_consumer_push_metrics_that_metrics_shows(
         consumer.close()
 
 
+def test_a_changed_subscription_reaches_a_pushing_client(broker: Broker,
+                                                          admin: KafkaAdminClient) -> None:
+    """The subscription changes while librdkafka pushes: its next push gets
+    UNKNOWN_SUBSCRIPTION_ID, it asks again at once and pushes what the new one asks for."""
+    bs, url = broker.bootstrap_servers, broker.operations_url
+    assert url is not None
+    _subscribe(admin, "changing", metrics="org.apache.kafka.producer.", interval_ms="1000")
+    topic = _topic(bs)
+    producer = Producer({"bootstrap.servers": bs, "client.id": "changing-producer"})
+    producer.produce(topic, value=b"v")
+    assert producer.flush(30) == 0
+
+    def names() -> set[str]:
+        return {name for name, _ in _pushed(url, "changing-producer", "org_apache_kafka_producer")}
+
+    before = wait_until(names, "the producer's first push")
+    assert len(before) > 2
+    _subscribe(admin, "changing", metrics="org.apache.kafka.producer.record.queue.time.")
+
+    def narrowed() -> set[str] | None:
+        found = names()
+        return found if found and found < before else None
+
+    after = wait_until(narrowed, "a push of the new subscription's metrics", 60)
+    assert after <= {"org_apache_kafka_producer_record_queue_time_avg",
+                     "org_apache_kafka_producer_record_queue_time_max"}
+    samples = scrape(url)
+    assert (value(samples, "kafka_server_client_metrics_unknown_subscription_request_count_total")
+            or 0) >= 1
+    (instance,) = [i for i in get_json(url + "/api/client-metrics")["instances"]
+                   if i["client_id"] == "changing-producer"]
+    assert instance["metrics"] == ["org.apache.kafka.producer.record.queue.time."]
+
+
 def test_without_a_subscription_a_client_gets_none_and_pushes_nothing(broker: Broker) -> None:
     bs, url = broker.bootstrap_servers, broker.operations_url
     assert url is not None
