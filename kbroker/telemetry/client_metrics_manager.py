@@ -50,6 +50,7 @@ from kbroker.common.error_code import ErrorCode
 from kbroker.telemetry import client_metrics_configs as cmc
 from kbroker.telemetry.client_metrics_configs import Subscription
 from kbroker.telemetry.otlp import (
+    MAX_POINTS,
     SUPPORTED_COMPRESSION_TYPES,
     InvalidTelemetry,
     MetricPoint,
@@ -296,6 +297,10 @@ class ClientMetricsManager:
                 log.warning("client instance %s pushed metrics that do not decode: %s",
                             client_instance_id, e)
                 raise PushRefused(ErrorCode.INVALID_RECORD, str(e)) from None
+            if decoded.truncated:
+                log.warning("client instance %s (client id %s) pushed %d data points or more: "
+                            "the first %d kept, the rest not read", client_instance_id,
+                            client.client_id, MAX_POINTS, MAX_POINTS)
             inst.record(decoded.points, now)
         inst.last_known_error = ErrorCode.NONE
 

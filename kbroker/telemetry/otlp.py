@@ -18,11 +18,16 @@
 
 Decoded by the opentelemetry-proto package (protobuf), never by hand. Gauges and sums
 become points; histograms and summaries, which the clients of KIP-714 do not send
-(its metrics are gauges and sums), are counted as skipped.
+(its metrics are gauges and sums), are counted as skipped. At most MAX_POINTS points of
+a push are kept (a librdkafka producer pushes 10, a Java consumer a few per partition);
+the rest of the message is not read (`truncated`), so that a payload of a few hundred KB
+compressed, and megabytes of points, neither holds the broker's loop for seconds nor
+fills its memory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
@@ -39,6 +44,7 @@ from kbroker.records.compression import Codec, decompress
 # (ClientMetricsManager.SUPPORTED_COMPRESSION_TYPES).
 ACCEPTED_COMPRESSION_TYPES = (Codec.ZSTD, Codec.LZ4, Codec.GZIP, Codec.SNAPPY)
 SUPPORTED_COMPRESSION_TYPES = frozenset((Codec.NONE, *ACCEPTED_COMPRESSION_TYPES))
+MAX_POINTS = 10_000  # data points kept of one push
 
 
 class InvalidTelemetry(ValueError):
@@ -62,10 +68,13 @@ class MetricPoint:
 class DecodedMetrics:
     points: list[MetricPoint]
     skipped: int  # metrics of kinds not kept (histograms, summaries)
+    truncated: bool = False  # MAX_POINTS reached: the rest of the message was not read
 
 
-def decode(compression_type: int, payload: bytes | memoryview, max_bytes: int) -> DecodedMetrics:
-    """The points of a push's metrics (InvalidTelemetry when they are not OTLP)."""
+def decode(compression_type: int, payload: bytes | memoryview, max_bytes: int,
+           max_points: int = MAX_POINTS) -> DecodedMetrics:
+    """The points of a push's metrics, the first `max_points` of them (InvalidTelemetry
+    when they are not OTLP)."""
     try:
         raw = decompress(compression_type, payload, max_bytes * 64)
     except Exception as e:
@@ -77,24 +86,29 @@ def decode(compression_type: int, payload: bytes | memoryview, max_bytes: int) -
         raise InvalidTelemetry(f"the metrics are not an OTLP MetricsData message: {e}") from None
     points: list[MetricPoint] = []
     skipped = 0
-    for resource_metrics in data.resource_metrics:
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                kind = metric.WhichOneof("data")
-                if kind == "gauge":
-                    points += _points(metric.name, metric.description, metric.gauge.data_points,
-                                      counter=False, delta=False)
-                elif kind == "sum":
-                    s = metric.sum
-                    points += _points(metric.name, metric.description, s.data_points,
-                                      counter=s.is_monotonic,
-                                      delta=s.aggregation_temporality == AGGREGATION_TEMPORALITY_DELTA)
-                else:
-                    skipped += 1
+    for metric in (m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics):
+        kind = metric.WhichOneof("data")
+        if kind not in ("gauge", "sum"):
+            skipped += 1
+            continue
+        data_points = metric.gauge.data_points if kind == "gauge" else metric.sum.data_points
+        room = max_points - len(points)
+        if len(data_points) > room:
+            data_points = data_points[:room]
+        if kind == "gauge":
+            points += _points(metric.name, metric.description, data_points,
+                              counter=False, delta=False)
+        else:
+            s = metric.sum
+            points += _points(metric.name, metric.description, data_points,
+                              counter=s.is_monotonic,
+                              delta=s.aggregation_temporality == AGGREGATION_TEMPORALITY_DELTA)
+        if len(points) >= max_points:
+            return DecodedMetrics(points, skipped, truncated=True)
     return DecodedMetrics(points, skipped)
 
 
-def _points(name: str, description: str, data_points: list[NumberDataPoint], *, counter: bool,
+def _points(name: str, description: str, data_points: Sequence[NumberDataPoint], *, counter: bool,
             delta: bool) -> list[MetricPoint]:
     out = []
     for dp in data_points:

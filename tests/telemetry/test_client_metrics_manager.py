@@ -4,6 +4,7 @@ ClientMetricsManagerTest cases, in kbroker's words)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -17,6 +18,7 @@ from kbroker.telemetry.client_metrics_manager import (
     PushRefused,
     subscription_id,
 )
+from kbroker.telemetry.otlp import MAX_POINTS, decode
 from kbroker.utils.time import MockTime
 
 from .otlp_payloads import counter, gauge, histogram, metrics_data
@@ -180,3 +182,28 @@ def test_each_push_replaces_the_series_of_the_last() -> None:
         m.push_telemetry(inst.client_instance_id, PRODUCER, inst.subscription_id, False, 0,
                          metrics_data(gauge(name, float(i), topic=f"t{i}")))
     assert [k[0] for k in inst.series] == ["org.apache.kafka.b"]
+
+
+def test_a_push_keeps_at_most_max_points(caplog: pytest.LogCaptureFixture) -> None:
+    """Megabytes of points in a few hundred KB of zstd: the first MAX_POINTS are kept, the
+    rest of the message is not read, the push is taken (as Kafka takes it) and logged."""
+    m, _ = manager()
+    m.update_subscription("s", {"metrics": "*", "interval.ms": "1000"})
+    inst = m.get_telemetry_subscriptions(uuid.UUID(int=0), PRODUCER)
+    many = metrics_data(*[gauge("org.apache.kafka.producer.x", float(i), node_id=i)
+                          for i in range(MAX_POINTS + 5)], gauge("org.apache.kafka.producer.y", 1.0))
+    payload = compress(Codec.ZSTD, many)
+    assert len(payload) < 1 << 20  # within telemetry.max.bytes
+    with caplog.at_level(logging.WARNING, "kbroker.telemetry.client_metrics_manager"):
+        m.push_telemetry(inst.client_instance_id, PRODUCER, inst.subscription_id, False,
+                         Codec.ZSTD, payload)
+    assert len(inst.series) == MAX_POINTS
+    assert ("org.apache.kafka.producer.y", ()) not in inst.series
+    assert f"the first {MAX_POINTS} kept" in caplog.text
+
+
+def test_decode_stops_at_max_points() -> None:
+    data = metrics_data(gauge("a", 1.0), counter("b", 2), gauge("c", 3.0))
+    assert [p.name for p in decode(0, data, 1 << 20, max_points=2).points] == ["a", "b"]
+    assert decode(0, data, 1 << 20, max_points=2).truncated
+    assert not decode(0, data, 1 << 20, max_points=4).truncated
