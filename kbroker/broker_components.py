@@ -57,6 +57,8 @@ from kbroker.storage.log_cleaner import CleanerConfig
 from kbroker.storage.log_config import LogConfig
 from kbroker.storage.log_dir_lock import LogDirLocks
 from kbroker.storage.log_manager import LogManager
+from kbroker.telemetry.client_metrics_manager import ClientMetricsManager
+from kbroker.telemetry.client_metrics_store import ClientMetricsConfigStore
 from kbroker.utils.periodic import every
 from kbroker.utils.time import Time
 
@@ -165,6 +167,10 @@ class BrokerComponents:
             metadata_changed=self.metadata_changed if self.clustered else None,
             login=config.inter_broker_login)
         self.txn_coordinator = TransactionCoordinator(txn_state, markers, time, self._generate_producer_id)
+        self.client_metrics = ClientMetricsManager(config.telemetry_max_bytes, time)
+        self.client_metrics_configs = ClientMetricsConfigStore(
+            None if self.zk_broker is not None else config.log_dirs[0], self.client_metrics,
+            self.zk_broker.persist_client_metrics if self.zk_broker is not None else None)
         self._open_security(config)
         self.support: MetadataSupport
         self.topic_admin: TopicAdmin
@@ -276,9 +282,12 @@ class BrokerComponents:
 
     def _entity_config(self, entity_type: str, name: str, entity_config: dict[str, str]) -> None:
         """A users or clients entity's config, from ZooKeeper: a user's SCRAM credentials,
-        an entity's client quotas."""
-        from kbroker.cluster.zk_data import desanitize, quota_entity
+        an entity's client quotas; or a client metrics subscription's."""
+        from kbroker.cluster.zk_data import CLIENT_METRICS_ENTITY, desanitize, quota_entity
 
+        if entity_type == CLIENT_METRICS_ENTITY:
+            self.client_metrics_configs.set_subscription(desanitize(name), entity_config)
+            return
         if entity_type == "users" and "/" not in name:
             self.scram_credentials.set_user(desanitize(name), entity_config)
         entity = quota_entity(entity_type, name)
@@ -431,7 +440,8 @@ class BrokerComponents:
             transaction_topic=self.transaction_topic, marker_writer=self.marker_writer,
             producer_id_manager=self.producer_id_manager, authorizer=self.authorizer,
             client_quotas=self.client_quotas, scram_credentials=self.scram_credentials,
-            topic_stats=self.topic_stats, metadata_topic_cache=self.metadata_topic_cache,
+            topic_stats=self.topic_stats, client_metrics_configs=self.client_metrics_configs,
+            client_metrics_manager=self.client_metrics, metadata_topic_cache=self.metadata_topic_cache,
             shutting_down=lambda: self.shutting_down)
 
     def begin_shutdown(self) -> None:

@@ -240,6 +240,7 @@ class BrokerConfig:
     fetch_max_bytes: int
     fetch_partition_response_max_records: int
     fetch_response_max_records: int
+    telemetry_max_bytes: int
     # topics
     num_partitions: int
     default_replication_factor: int

@@ -5,7 +5,7 @@
     2  kbroker.records, kbroker.protocol, kbroker.utils formats and helpers over the core
     3  kbroker.client, kbroker.storage
     4  kbroker.spark, kbroker.config, kbroker.coordinator, kbroker.metadata, kbroker.cluster,
-       kbroker.security
+       kbroker.security, kbroker.telemetry
        (these may import one another and layer 3; never the serving layer)
     5  kbroker.server                                  the request handlers and their services
     6  kbroker.ops                                     the operations listener and console
@@ -46,7 +46,7 @@ _CORE = (*_LOW, "kbroker._core")
 _FORMATS = (*_CORE, "kbroker.records", "kbroker.protocol", "kbroker.utils")
 _MIDDLE = (*_FORMATS, "kbroker.client", "kbroker.storage")
 _UPPER = (*_MIDDLE, "kbroker.spark", "kbroker.config", "kbroker.coordinator", "kbroker.metadata",
-          "kbroker.cluster", "kbroker.security")
+          "kbroker.cluster", "kbroker.security", "kbroker.telemetry")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "kbroker.common": (),
     "kbroker._core": _LOW,
@@ -61,6 +61,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "kbroker.metadata": _UPPER,
     "kbroker.cluster": _UPPER,
     "kbroker.security": _UPPER,
+    "kbroker.telemetry": _UPPER,
     "kbroker.server": _UPPER,
     "kbroker.ops": (*_UPPER, "kbroker.server"),
 }

@@ -422,7 +422,7 @@ class ZkBroker:
                 self.log_manager.update_topic_config(name, self._log_config(name, overrides))
             elif entity_type == "brokers":
                 self._broker_config_changed(name, await self.admin.read_config("brokers", name))
-            elif entity_type in ("users", "clients"):
+            elif entity_type in ("users", "clients", zk_data.CLIENT_METRICS_ENTITY):
                 self._on_entity_config(entity_type, name, await self.admin.read_config(entity_type, name))
 
     # -- users and clients: SCRAM credentials in /config/users/<user>, client quotas in
@@ -430,7 +430,8 @@ class ZkBroker:
     # <client-id>, as Kafka's ZooKeeper mode keeps them (names sanitized: zk_data.sanitize)
 
     async def load_entity_configs(self) -> list[tuple[str, str, dict[str, str]]]:
-        """(entity type, name as in ZooKeeper, config) of every user and client entity."""
+        """(entity type, name as in ZooKeeper, config) of every user and client entity, and
+        of every client metrics subscription (/config/client-metrics)."""
         out = []
         for user in await self.zk.get_children("/config/users"):
             out.append(("users", user, await self.admin.read_config("users", user)))
@@ -439,6 +440,9 @@ class ZkBroker:
                 out.append(("users", name, await self.admin.read_config("users", name)))
         for client in await self.zk.get_children("/config/clients"):
             out.append(("clients", client, await self.admin.read_config("clients", client)))
+        cm = zk_data.CLIENT_METRICS_ENTITY
+        for name in await self.zk.get_children(f"{zk_data.CONFIG_PATH}/{cm}"):
+            out.append((cm, name, await self.admin.read_config(cm, name)))
         return out
 
     async def change_user_config(self, user: str, changes: Mapping[str, str | None]) -> None:
@@ -465,6 +469,12 @@ class ZkBroker:
         written = await self.change_quota_config(
             *entity, {k: None if v is None else quota_string(k, v) for k, v in ops.items()})
         return quota_values(written)
+
+    async def persist_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        """The client metrics subscriptions' writer in a cluster: /config/client-metrics/<name>
+        (sanitized) and a change notification; every broker applies it from its watch."""
+        await self.admin.change_config(zk_data.CLIENT_METRICS_ENTITY, zk_data.sanitize(name),
+                                       dict(configs))
 
 
 def _changed(config: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -21,6 +21,7 @@ ZooKeeper and the other way round. Paths are below the chroot of `zookeeper.conn
                                                   "leader_recovery_state":0}
     /config/topics/<topic>                       {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id> and /config/brokers/<default>   the same shape, dynamic broker configs
+    /config/client-metrics/<name>                the same shape, a client metrics subscription
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                 (empty: a deletion the controller carries out)
     /admin/reassign_partitions                   {"version":1,"partitions":[{"topic":"t",
@@ -50,6 +51,8 @@ TOPICS_PATH = "/brokers/topics"
 CONFIG_PATH = "/config"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+# client metrics subscriptions (KIP-714): /config/client-metrics/<name, sanitized>
+CLIENT_METRICS_ENTITY = "client-metrics"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"

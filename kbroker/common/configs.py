@@ -120,6 +120,9 @@ _SERVER = (
     _key("queued.max.request.bytes", LONG, -1, at_least(-1),
          "The most bytes of requests held unanswered (-1: no bound); otherwise at least "
          "socket.request.max.bytes."),
+    _key("telemetry.max.bytes", INT, 1048576, at_least(1),
+         "The most bytes of metrics a client pushes in one PushTelemetry (KIP-714); larger "
+         "pushes get TELEMETRY_TOO_LARGE."),
     _key("request.timeout.ms", INT, 30000, None,
          "How long the broker waits for another broker to answer (cluster mode)."),
     _key("fetch.max.bytes", INT, 57671680, at_least(1024),

@@ -18,6 +18,9 @@ behind operations.write.enable, are kbroker.ops.console_admin's).
                                       last N below the high watermark): offset,
                                       timestamp, key, value and headers as base64 (the
                                       console shows them as text, JSON or hex)
+    GET /api/client-metrics           the client metrics subscriptions and the client
+                                      instances pushing metrics (KIP-714), each with its
+                                      latest series (kbroker.ops.client_metrics)
     GET /api/bench                    the latest bench/matrix.py report found under
                                       bench/results (the working directory's, then the
                                       source tree's): its JSON summary; /api/bench/image
@@ -32,7 +35,8 @@ topic and /api/messages READ (Fetch), else a 403 (TOPIC_AUTHORIZATION_FAILED, al
 a topic that does not exist, so a 403 tells nothing of what exists); /api/groups and the
 overview's group count hold the groups the user may DESCRIBE (ListGroups,
 DescribeGroups), and of each group's offsets and lag those of topics the user may
-DESCRIBE (OffsetFetch).
+DESCRIBE (OffsetFetch). /api/client-metrics needs DESCRIBE_CONFIGS on the cluster (as
+ListConfigResources and a CLIENT_METRICS DescribeConfigs), else a 403.
 
 Each URL's answer is computed at most once per CACHE_S (a second) for each user and
 served from memory meanwhile, so a page reloaded in a loop costs the broker little. A parameter that is missing, not a number or out of range is a 400, a topic or
@@ -54,14 +58,19 @@ from aiohttp import web
 from kbroker import __version__
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
-from kbroker.ops import console_admin
+from kbroker.ops import client_metrics, console_admin
 from kbroker.ops.console_auth import cache_key, context, listener_name
 from kbroker.ops.metrics import controller_figures, group_lag
 from kbroker.protocol.codec import DecodeError, Reader
 from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from kbroker.records.file_slice import FileSlice
 from kbroker.records.record_iter import iter_records
-from kbroker.server.authorization import authorize_group, authorize_topic, authorized_topics
+from kbroker.server.authorization import (
+    authorize_cluster,
+    authorize_group,
+    authorize_topic,
+    authorized_topics,
+)
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -102,6 +111,7 @@ def add_routes(app: web.Application, broker: ServedBroker) -> None:
     route("/api/topics/{topic}", lambda user, r: topic(user, r.match_info["topic"]))
     route("/api/groups", lambda user, _r: groups(user))
     route("/api/messages", lambda user, r: messages(user, r.query))
+    route("/api/client-metrics", lambda user, _r: pushed_client_metrics(user))
     console_admin.add_routes(app, broker, cache.clear)  # writes (operations.write.enable)
     app.router.add_get("/api/bench", _bench)
     app.router.add_get("/api/bench/image", _bench_image)
@@ -243,6 +253,13 @@ def groups(user: RequestContext) -> list[dict[str, Any]]:
             "members": members, "offsets": offsets,
             "lag": sum(lag or 0 for _t, _p, _o, lag in lags)})
     return out
+
+
+def pushed_client_metrics(user: RequestContext) -> dict[str, Any]:
+    if not authorize_cluster(user, "DESCRIBE_CONFIGS"):
+        raise _refused(403, "CLUSTER_AUTHORIZATION_FAILED: DESCRIBE_CONFIGS on the cluster is "
+                            "not authorized")
+    return client_metrics.console_view(user.services.client_metrics_manager)
 
 
 def _assignment(data: bytes) -> dict[str, list[int]] | None:

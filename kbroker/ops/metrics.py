@@ -6,7 +6,8 @@ dashboards made for Kafka need few changes; the one difference of kind: Kafka's 
 histograms (RequestMetrics, LogFlushStats) are Prometheus histograms here (`_bucket`,
 `_sum`, `_count`), which add up across brokers, where the JMX exporter gives quantile
 gauges (`histogram_quantile(0.99, rate(..._bucket[1m]))` replaces `{quantile="0.99"}`).
-Consumer lag is named as kafka-exporter names it. METRICS lists every family.
+Consumer lag is named as kafka-exporter names it. METRICS lists every family but the
+metrics clients push (KIP-714), named by kbroker.ops.client_metrics.
 
 Nothing is counted here: a scrape reads what its owners keep (BrokerTopicStats,
 RequestMetrics, the SocketServer's connection counts, ReplicaManager, LogManager, the
@@ -28,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 
 from kbroker.cluster.broker_topic_stats import TopicStats
 from kbroker.coordinator.group_metadata import GroupState
+from kbroker.ops import client_metrics
 from kbroker.server.metadata_support import ZkRequired
 from kbroker.server.request_json import api_name, error_name
 from kbroker.server.request_metrics import TIMES
@@ -213,6 +215,16 @@ METRICS: tuple[MetricName, ...] = (
        "How long the start took to load (and recover) the logs."),
     _m("kbroker_log_manager_recovered_logs", "gauge", "", "kbroker's own",
        "Logs recovered at start (after an unclean shutdown)."),
+    *(_m(f"kafka_server_client_metrics_{n.replace('-', '_')}" + ("_total" if k == "counter" else ""),
+         k, "", f"kafka.server:type=client-metrics,name={n}", doc) for n, k, doc in (
+        ("instance-count", "gauge", "Client instances known from their GetTelemetrySubscriptions "
+         "and PushTelemetry (KIP-714), expired max(60 s, 3 x push interval) after their last."),
+        ("throttle-count", "counter", "Telemetry requests refused for coming before the push "
+         "interval."),
+        ("unknown-subscription-request-count", "counter", "Pushes with a subscription id the "
+         "instance no longer has."),
+        ("plugin-error-count", "counter", "Pushes whose metrics did not decode as OTLP (Kafka: "
+         "its plugin failed)."))),
     _m("kafka_server_kafkaserver_brokerstate", "gauge", "",
        "kafka.server:type=KafkaServer,name=BrokerState",
        "0 not running, 1 starting, 2 recovery (loading logs), 3 running, 6 pending "
@@ -285,6 +297,7 @@ def collect_steps(broker: ServedBroker, out: Families) -> Iterator[None]:
     _controller(out, state)
     yield from _groups(out, state)
     _logs(out, state)
+    yield from _client_metrics(out, state)
 
 
 def _topic_stats(out: Families, state: RequestServices) -> None:
@@ -463,6 +476,18 @@ def _cleaner(out: Families, manager: Any) -> None:
     out.add("kbroker_log_cleaner_read_bytes_total", {}, stats.bytes_read)
     out.add("kbroker_log_cleaner_written_bytes_total", {}, stats.bytes_written)
     out.add("kbroker_log_cleaner_removed_records_total", {}, stats.messages_removed)
+
+
+def _client_metrics(out: Families, state: RequestServices) -> Iterator[None]:
+    """KIP-714: the manager's figures, then every series the clients pushed
+    (kbroker.ops.client_metrics names them), in steps."""
+    manager = state.client_metrics_manager
+    out.add("kafka_server_client_metrics_instance_count", {}, len(manager.instances()))
+    out.add("kafka_server_client_metrics_throttle_count_total", {}, manager.throttled)
+    out.add("kafka_server_client_metrics_unknown_subscription_request_count_total", {},
+            manager.unknown_subscription)
+    out.add("kafka_server_client_metrics_plugin_error_count_total", {}, manager.plugin_errors)
+    yield from client_metrics.family_steps(manager, out.by_name)
 
 
 def process_registry() -> CollectorRegistry:

@@ -33,6 +33,10 @@ versions:
 - DeleteGroups 3: a per-group error message.
 - ListTransactions 2 (KIP-1152): a transactional id pattern (INVALID_REGULAR_EXPRESSION).
 - AlterPartitionReassignments 1: allow_replication_factor_change (INVALID_REPLICATION_FACTOR).
+- GetTelemetrySubscriptions 0, PushTelemetry 0 (KIP-714, Kafka 3.7: client metrics, which
+  librdkafka 2.5+ pushes by default) and ListConfigResources 0-1 (v0: 3.7's
+  ListClientMetricsResources; v1: KIP-1142, 4.1). Apache Kafka answers the telemetry APIs
+  only in KRaft mode with a metrics reporter plugin; kbroker always (kbroker.telemetry).
 Not advertised, though codecs exist:
 - Produce 12-13, TxnOffsetCommit 5-6, EndTxn 5: Produce 12, TxnOffsetCommit 5 and EndTxn 5
   are KIP-890's transaction version 2 (partitions join a transaction implicitly, the
@@ -91,12 +95,14 @@ from kbroker.server.apis import elect_leaders as elect_leaders
 from kbroker.server.apis import end_txn as end_txn
 from kbroker.server.apis import fetch as fetch
 from kbroker.server.apis import find_coordinator as find_coordinator
+from kbroker.server.apis import get_telemetry_subscriptions as get_telemetry_subscriptions
 from kbroker.server.apis import heartbeat as heartbeat
 from kbroker.server.apis import incremental_alter_configs as incremental_alter_configs
 from kbroker.server.apis import init_producer_id as init_producer_id
 from kbroker.server.apis import join_group as join_group
 from kbroker.server.apis import leader_and_isr as leader_and_isr
 from kbroker.server.apis import leave_group as leave_group
+from kbroker.server.apis import list_config_resources as list_config_resources
 from kbroker.server.apis import list_groups as list_groups
 from kbroker.server.apis import list_offsets as list_offsets
 from kbroker.server.apis import list_partition_reassignments as list_partition_reassignments
@@ -107,6 +113,7 @@ from kbroker.server.apis import offset_delete as offset_delete
 from kbroker.server.apis import offset_fetch as offset_fetch
 from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epoch
 from kbroker.server.apis import produce as produce
+from kbroker.server.apis import push_telemetry as push_telemetry
 from kbroker.server.apis import sasl_authenticate as sasl_authenticate
 from kbroker.server.apis import sasl_handshake as sasl_handshake
 from kbroker.server.apis import stop_replica as stop_replica
@@ -174,6 +181,9 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter_client_quotas),
         _spec(ApiKey.CREATE_ACLS, 0, 3, create_acls),
         _spec(ApiKey.DELETE_ACLS, 0, 3, delete_acls),
+        _spec(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, get_telemetry_subscriptions),
+        _spec(ApiKey.PUSH_TELEMETRY, 0, 0, push_telemetry),
+        _spec(ApiKey.LIST_CONFIG_RESOURCES, 0, 1, list_config_resources),
     )
 }
 

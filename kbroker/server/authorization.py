@@ -147,6 +147,7 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.WRITE_TXN_MARKERS: _cluster("CLUSTER_ACTION"),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster("DESCRIBE_CONFIGS"),
     ApiKey.ALTER_CLIENT_QUOTAS: _cluster("ALTER_CONFIGS"),
+    ApiKey.LIST_CONFIG_RESOURCES: _cluster("DESCRIBE_CONFIGS"),
     ApiKey.LEADER_AND_ISR: _cluster("CLUSTER_ACTION"),
     ApiKey.STOP_REPLICA: _cluster("CLUSTER_ACTION"),
     ApiKey.UPDATE_METADATA: _cluster("CLUSTER_ACTION"),
@@ -169,6 +170,9 @@ HANDLER_CHECKED = frozenset({
     ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+    # client metrics (KIP-714): any client asks for its subscription and pushes (Kafka's
+    # handleGetTelemetrySubscriptionsRequest and handlePushTelemetryRequest authorize nothing)
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
 })
 
 

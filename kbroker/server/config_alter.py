@@ -13,8 +13,11 @@ the cluster-wide default), stored by the support object (a cluster: in ZooKeeper
 single broker: in files beside its logs, kbroker.metadata.dynamic_broker_store); others
 -> INVALID_CONFIG, the message saying why (a feature kbroker lacks, such as Kerberos, or
 a key it reads only at start); BROKER_LOGGER (8) levels change live through
-IncrementalAlterConfigs (kbroker.server.broker_loggers); other resource types
--> INVALID_REQUEST.
+IncrementalAlterConfigs (kbroker.server.broker_loggers); CLIENT_METRICS (16), one
+subscription of client metrics (KIP-714) each, are checked as Kafka's
+ClientMetricsConfigs (kbroker.telemetry.client_metrics_configs: an unknown key or a bad
+value -> INVALID_CONFIG, an empty name -> INVALID_REQUEST) and stored by
+kbroker.telemetry.client_metrics_store; other resource types -> INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from kbroker.server.metadata_support import MetadataSupport
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
 from kbroker.storage.log_config import LogConfig
+from kbroker.telemetry import client_metrics_configs as cmc
+from kbroker.telemetry.client_metrics_configs import ClientMetricsConfigError
+from kbroker.telemetry.client_metrics_store import ClientMetricsConfigStore
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +102,9 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
             services.topic_admin.check_broker_name(res.resource_name)
         await _alter_dynamic_broker(services.support, res, plan, validate_only)
         return
+    if res.resource_type == ResourceType.CLIENT_METRICS:
+        await _alter_client_metrics(services.client_metrics_configs, res, plan, validate_only)
+        return
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
     admin = services.topic_admin
@@ -135,6 +144,25 @@ async def _alter_dynamic_broker(support: MetadataSupport, res: Any, plan: Planne
     if not validate_only:
         await support.alter_broker_config(entity, layer)
         log.info("dynamic broker configs of %s now %s", entity, layer)
+
+
+async def _alter_client_metrics(store: ClientMetricsConfigStore, res: Any, plan: Planner,
+                                validate_only: bool) -> None:
+    """A client metrics subscription's new configs, checked as Kafka's ClientMetricsConfigs
+    checks them (an empty set removes the subscription), stored and applied."""
+    name = res.resource_name
+    configs = plan(res, store.configs(name), _CLIENT_METRICS_INHERITED)
+    try:
+        cmc.validate(name, configs)
+    except ClientMetricsConfigError as e:
+        raise AdminError(e.error_code, str(e)) from None
+    if not validate_only:
+        await store.alter(name, configs)
+        log.info("client metrics subscription %s now %s", name, configs)
+
+
+_CLIENT_METRICS_INHERITED = Inherited(
+    cmc.CLIENT_METRICS_CONFIGS, lambda name: cmc.CLIENT_METRICS_CONFIGS[name].default_string)
 
 
 # Kafka's dynamic broker keys for what kbroker does not have: the refusal says which.

@@ -258,6 +258,7 @@ class SocketServer:
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        self.services.client_metrics_manager.connection_closed(conn.peer)
         if conn.ip is not None:
             left = self._per_ip.get(conn.ip, 1) - 1
             if left > 0:

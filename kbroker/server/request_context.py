@@ -98,6 +98,7 @@ class RequestContext:
     listener_name: str
     peer: str
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
+    client_software: str | None = None  # NAME/VERSION, from the connection's ApiVersions v3+
 
     @property
     def host(self) -> str:

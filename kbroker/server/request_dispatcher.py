@@ -131,6 +131,7 @@ class RequestDispatcher:
             listener_name=channel.listener_name,
             peer=channel.peer,
             principal=channel.principal,
+            client_software=channel.client_software,
         )
         slot = channel.new_slot(api_key, version, correlation_id, len(frame), header, request)
         slot.client_id = header.client_id or ""

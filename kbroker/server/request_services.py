@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from kbroker.server.topic_admin import TopicAdmin
     from kbroker.storage.log import Log
     from kbroker.storage.log_manager import LogManager
+    from kbroker.telemetry.client_metrics_manager import ClientMetricsManager
+    from kbroker.telemetry.client_metrics_store import ClientMetricsConfigStore
     from kbroker.utils.time import Time
 
 
@@ -107,6 +109,9 @@ class RequestServices:
     client_quotas: ClientQuotas
     scram_credentials: ScramCredentialStore
     topic_stats: BrokerTopicStats
+    # client metrics (KIP-714): the subscriptions as stored, the instances and what they pushed
+    client_metrics_configs: ClientMetricsConfigStore
+    client_metrics_manager: ClientMetricsManager
     # (topic, version, ops) -> its Metadata entry, encoded (server/apis/metadata.py)
     metadata_topic_cache: dict[tuple[str, int, bool], Any]
     shutting_down: Callable[[], bool]

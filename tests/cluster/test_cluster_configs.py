@@ -111,3 +111,46 @@ def test_keys_not_changed_while_running_are_refused(cluster: Cluster) -> None:
     read_only = _describe(cluster, 1, ConfigResource(ConfigResource.Type.BROKER, "1"))
     assert read_only["num.partitions"].is_read_only
     assert not read_only["log.segment.bytes"].is_read_only
+
+
+def test_a_client_metrics_subscription_reaches_every_broker_and_survives_a_restart(
+        cluster: Cluster) -> None:
+    """KIP-714's CLIENT_METRICS resource in a cluster: written to ZooKeeper
+    (/config/client-metrics/<name>) by the broker that got the IncrementalAlterConfigs,
+    applied by every broker from its /config/changes watch, read back at a restart."""
+    from kafka.admin import AlterConfigOp, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KafkaConfigResource
+
+    from kbroker.client.connection import BrokerConnection
+    from kbroker.protocol.messages.get_telemetry_subscriptions import (
+        GetTelemetrySubscriptionsRequest,
+    )
+    from kbroker.protocol.messages.list_config_resources import ListConfigResourcesRequest
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=30000)
+    try:
+        done = admin.alter_configs([KafkaConfigResource(
+            ConfigResourceType.CLIENT_METRICS, "cluster-sub", configs={
+                "metrics": (AlterConfigOp.SET, "org.apache.kafka.consumer."),
+                "interval.ms": (AlterConfigOp.SET, "2000")})],
+            raise_on_unknown=False, incremental=True)
+        assert done == {"client_metrics": {"cluster-sub": "OK"}}
+    finally:
+        admin.close()
+
+    def subscription_of(broker_id: int) -> tuple[list[str], list[str], int]:
+        broker = cluster.brokers[broker_id]
+        with BrokerConnection(broker.host, broker.port, client_id="cm-check") as conn:
+            listed = conn.request(ListConfigResourcesRequest(), 0)
+            sub = conn.request(GetTelemetrySubscriptionsRequest(), 0)
+        return ([r.resource_name for r in listed.config_resources], sub.requested_metrics,
+                sub.push_interval_ms)
+
+    expected = (["cluster-sub"], ["org.apache.kafka.consumer."], 2000)
+    for broker_id in cluster.brokers:
+        wait_until(lambda b=broker_id: subscription_of(b) == expected,
+                   f"broker {broker_id} to apply the subscription")
+    victim = 3
+    cluster.stop_broker(victim)
+    cluster.restart(victim)
+    assert subscription_of(victim) == expected

@@ -281,6 +281,35 @@ def test_each_api_checks_what_kafka_checks(clean, case, grants, action, denied) 
     assert _code(lambda: action(clean)) is None  # and again (no state left behind)
 
 
+def test_the_telemetry_apis_need_no_acl_and_listing_subscriptions_does(clean) -> None:
+    """Client metrics (KIP-714): a principal with no ACL at all gets its subscription and
+    pushes, as Kafka authorizes neither API; ListConfigResources needs DESCRIBE_CONFIGS on
+    the cluster."""
+    from kbroker.protocol.messages.get_telemetry_subscriptions import (
+        GetTelemetrySubscriptionsRequest,
+    )
+    from kbroker.protocol.messages.list_config_resources import ListConfigResourcesRequest
+    from kbroker.protocol.messages.push_telemetry import PushTelemetryRequest
+    from kbroker.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+    from kbroker.protocol.messages.sasl_handshake import SaslHandshakeRequest
+
+    from .wire import WireClient
+
+    with WireClient(endpoint(clean, "SASL_PLAINTEXT")) as c:
+        assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        assert c.call(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2).error_code == 0
+        sub = c.call(GetTelemetrySubscriptionsRequest(), 0)
+        assert sub.error_code == 0
+        push = c.call(PushTelemetryRequest(client_instance_id=sub.client_instance_id,
+                                           subscription_id=sub.subscription_id, terminating=True,
+                                           compression_type=0, metrics=b""), 0)
+        assert push.error_code == 0
+    listing = lambda: _raise(_wire_call(clean, ListConfigResourcesRequest(), 0).error_code)  # noqa: E731
+    assert _code(listing) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    grant(clean, (*CLUSTER_R, AclOperation.DESCRIBE_CONFIGS))
+    assert _code(listing) is None
+
+
 def test_metadata_hides_topics_the_principal_may_not_describe(clean) -> None:
     admin = _admin(clean)
     assert TOPIC not in admin.list_topics(timeout=10).topics

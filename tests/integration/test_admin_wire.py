@@ -223,8 +223,9 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
         res(resource_type=4, resource_name="", configuration_keys=None),
         res(resource_type=16, resource_name="metrics", configuration_keys=None),
         res(resource_type=2, resource_name="dcf", configuration_keys=[]),
+        res(resource_type=32, resource_name="a-group", configuration_keys=None),
     ], include_synonyms=False)
-    topic, mine, other, default, metrics, empty = wire.call(request, 4).results
+    topic, mine, other, default, metrics, empty, group = wire.call(request, 4).results
     assert [c.name for c in topic.configs] == ["retention.ms"]
     assert len(empty.configs) == len(TOPIC_CONFIGS)  # an empty key list means all, as in Kafka
     names = {c.name: c for c in mine.configs}
@@ -233,7 +234,9 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
     assert names["log.cleaner.threads"].read_only  # read only at start
     assert other.error_code == ErrorCode.INVALID_REQUEST
     assert (default.error_code, default.configs) == (ErrorCode.NONE, [])
-    assert metrics.error_code == ErrorCode.INVALID_REQUEST  # CLIENT_METRICS: not supported
+    # CLIENT_METRICS: a subscription that does not exist has no configs (Kafka's ConfigHelper)
+    assert (metrics.error_code, metrics.configs) == (ErrorCode.NONE, [])
+    assert group.error_code == ErrorCode.INVALID_REQUEST  # GROUP: not supported
 
 
 def test_describe_configs_documentation_and_types_are_the_tables(wire: WireClient) -> None:

@@ -218,6 +218,12 @@ def test_console_pages_live_charts_and_message_browser(
         assert '"item": "widget"' in text and "source=console-test" in text
         _shot(page, "messages")
 
+        # client metrics (KIP-714): no subscription, but the consumer asked for one
+        page.click("nav a[data-page=clients]")
+        page.wait_for_selector("#client-instances h3")
+        assert "No subscriptions" in page.inner_text("#subscriptions")
+        _shot(page, "client-metrics")
+
         page.click("nav a[data-page=bench]")
         page.wait_for_selector("#bench table tbody tr")
         assert "kbroker-ref:main" in page.inner_text("#bench")

@@ -188,6 +188,13 @@ def test_a_user_sees_what_the_acls_let_them_describe_and_read(broker: Broker) ->
         == [(SHARED, 0, 2)]
 
 
+def test_the_pushed_client_metrics_need_describe_configs_on_the_cluster(broker: Broker) -> None:
+    status, body, _ = _get(broker, "/api/client-metrics", "alice")
+    assert status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in body["error"]
+    status, view, _ = _get(broker, "/api/client-metrics", "admin")
+    assert status == 200 and set(view) == {"subscriptions", "instances"}
+
+
 def test_the_live_stream_holds_only_the_topics_the_user_may_describe(broker: Broker) -> None:
     _acl(broker, ResourceType.TOPIC, SHARED, AclOperation.DESCRIBE)
     assert broker.operations_url is not None

@@ -208,6 +208,7 @@ def services(*infos: TopicInfo, support: MetadataSupport | None = None, brokers:
         group_coordinator=unused, offsets_topic=unused, txn_coordinator=unused,
         transaction_topic=unused, marker_writer=unused, producer_id_manager=unused,
         authorizer=None, client_quotas=unused, scram_credentials=unused, topic_stats=unused,
+        client_metrics_configs=unused, client_metrics_manager=unused,
         metadata_topic_cache={}, shutting_down=lambda: False)
 
 

@@ -52,6 +52,7 @@ const pages = {
   topics: loadTopics,
   groups: loadGroups,
   messages: loadMessagesForm,
+  clients: loadClientMetrics,
   bench: loadBench,
 };
 
@@ -280,6 +281,30 @@ async function browse(event) {
     $("#browse-info").textContent = e.message;
     $("#records tbody").innerHTML = "";
   }
+}
+
+// The metrics clients push (KIP-714): the subscriptions, then each client instance's
+// latest series.
+async function loadClientMetrics() {
+  const view = await getJSON("/api/client-metrics");
+  $("#subscriptions tbody").innerHTML = view.subscriptions.length
+    ? view.subscriptions.map((s) => `<tr><td>${esc(s.name)}</td><td>${esc(s.metrics.join(", "))}</td>` +
+      `<td class="num">${s.interval_ms}</td><td>${esc(Object.entries(s.match).map(([k, v]) => `${k}=${v}`).join(", "))}</td></tr>`).join("")
+    : '<tr><td colspan="4" class="muted">No subscriptions: clients push nothing. Add one with kafka-configs --entity-type client-metrics.</td></tr>';
+  if (!view.instances.length) {
+    $("#client-instances").innerHTML = '<p class="muted">No client instance has asked for its subscription.</p>';
+    return;
+  }
+  $("#client-instances").innerHTML = view.instances.map((i) => {
+    const rows = i.series.map((s) => `<tr><td>${esc(s.name)}</td>` +
+      `<td>${esc(Object.entries(s.attributes).map(([k, v]) => `${k}=${v}`).join(", "))}</td>` +
+      `<td class="num">${esc(Number(s.value).toLocaleString())}</td><td>${s.counter ? "counter" : "gauge"}</td></tr>`).join("") ||
+      '<tr><td colspan="4" class="muted">Nothing pushed (yet).</td></tr>';
+    return `<h3>${esc(i.client_id)} <span class="muted">${esc(i.client_instance_id)}</span></h3>` +
+      `<p class="muted">${esc(i.client_software)} from ${esc(i.source)} · every ${i.push_interval_ms} ms · ` +
+      `${i.pushes} pushes${i.terminating ? " · terminated" : ""}</p>` +
+      `<table class="client-series"><thead><tr><th>metric</th><th>attributes</th><th>value</th><th>kind</th></tr></thead><tbody>${rows}</tbody></table>`;
+  }).join("");
 }
 
 async function loadBench() {

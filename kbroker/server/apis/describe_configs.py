@@ -8,14 +8,17 @@ broker's empty list broke them). A BROKER resource (type 4) named by this
 broker's node.id lists the broker's configs; an empty name lists the
 cluster-wide dynamic defaults that are set (DYNAMIC_DEFAULT_BROKER_CONFIG, as Kafka's
 ConfigHelper: their synonyms leave out the broker's own layer). A BROKER_LOGGER
-resource (type 8) lists the log levels (kbroker.server.broker_loggers). `configuration_keys`
+resource (type 8) lists the log levels (kbroker.server.broker_loggers). A CLIENT_METRICS
+resource (type 16, a subscription of client metrics, KIP-714) lists the configs it sets
+(source CLIENT_METRICS_CONFIG; none when it does not exist; an empty name ->
+INVALID_REQUEST, as Kafka's ConfigHelper). `configuration_keys`
 narrows the list (null or empty: all); unknown keys are left out (as Kafka). See
 kbroker.server.config_describe for values and sources.
 
 Errors, per resource (Kafka 3.9 ConfigHelper.describeConfigs): unknown topic ->
 UNKNOWN_TOPIC_OR_PARTITION, illegal name -> INVALID_TOPIC_EXCEPTION, another
 broker's id or a non-integer id -> INVALID_REQUEST, other resource types
-(CLIENT_METRICS, GROUP) -> INVALID_REQUEST.
+(GROUP) -> INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from kbroker.server.config_describe import (
 )
 from kbroker.server.request_context import RequestContext
 from kbroker.server.topic_admin import AdminError
+from kbroker.telemetry.client_metrics_configs import CLIENT_METRICS_CONFIGS
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,25 @@ def _describe(
     if res.resource_type == ResourceType.BROKER_LOGGER:
         services.topic_admin.check_broker_name(res.resource_name)
         return broker_loggers.describe(keys)
+    if res.resource_type == ResourceType.CLIENT_METRICS:
+        return _client_metrics(ctx, res.resource_name, keys, docs)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
+
+
+def _client_metrics(ctx: RequestContext, name: str, keys: list[str] | None, docs: bool
+                    ) -> list[ConfigDescription]:
+    """A client metrics subscription's configs as set (Kafka's ConfigHelper: only those,
+    source CLIENT_METRICS_CONFIG; a subscription that does not exist has none)."""
+    if not name:
+        raise AdminError(ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
+    out = []
+    for key, value in sorted(ctx.services.client_metrics_configs.configs(name).items()):
+        if keys is not None and key not in keys:
+            continue
+        spec = CLIENT_METRICS_CONFIGS[key]
+        out.append(ConfigDescription(key, value, ConfigSource.CLIENT_METRICS_CONFIG, (), spec.type,
+                                     False, spec.doc if docs else None))
+    return out
 
 
 def _layers(ctx: RequestContext) -> list[tuple[ConfigSource, Mapping[str, str]]]:
