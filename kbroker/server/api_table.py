@@ -48,8 +48,12 @@ Not advertised, though codecs exist:
   poll never returns; tests/integration/test_kafka_python_suite.py), so it stays at 4
   until that is understood.
 - InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
-- The APIs Kafka 4 added that kbroker does not serve (share groups, streams groups,
-  KRaft's) have codecs but no handler, so they are not in the table and not advertised.
+- ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1-2, ShareAcknowledge 1-2
+  (KIP-932 share groups, as Kafka 4.1+ and librdkafka 2.16's ShareConsumer; v0 was 4.0's
+  early access): docs/share-groups.md.
+- The APIs Kafka 4 added that kbroker does not serve (the share-group admin and state
+  APIs, streams groups, KRaft's) have codecs but no handler, so they are not in the
+  table and not advertised.
 """
 
 from __future__ import annotations
@@ -109,6 +113,10 @@ from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epo
 from kbroker.server.apis import produce as produce
 from kbroker.server.apis import sasl_authenticate as sasl_authenticate
 from kbroker.server.apis import sasl_handshake as sasl_handshake
+from kbroker.server.apis import share_acknowledge as share_acknowledge
+from kbroker.server.apis import share_fetch as share_fetch
+from kbroker.server.apis import share_group_describe as share_group_describe
+from kbroker.server.apis import share_group_heartbeat as share_group_heartbeat
 from kbroker.server.apis import stop_replica as stop_replica
 from kbroker.server.apis import sync_group as sync_group
 from kbroker.server.apis import txn_offset_commit as txn_offset_commit
@@ -142,6 +150,10 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
         _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat),
         _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe),
+        _spec(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, share_group_heartbeat),
+        _spec(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share_group_describe),
+        _spec(ApiKey.SHARE_FETCH, 1, 2, share_fetch),
+        _spec(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, share_acknowledge),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
         _spec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn),
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn),

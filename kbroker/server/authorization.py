@@ -131,6 +131,10 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.HEARTBEAT: _group("READ"),
     ApiKey.LEAVE_GROUP: _group("READ"),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _group("READ"),
+    ApiKey.SHARE_GROUP_HEARTBEAT: _group("READ"),
+    # READ on each topic: the handlers; a null group id is the handler's INVALID_REQUEST
+    ApiKey.SHARE_FETCH: lambda ctx, r: None if r.group_id is None else _group("READ")(ctx, r),
+    ApiKey.SHARE_ACKNOWLEDGE: lambda ctx, r: None if r.group_id is None else _group("READ")(ctx, r),
     ApiKey.OFFSET_COMMIT: _group("READ"),
     ApiKey.OFFSET_DELETE: _group("DELETE"),
     ApiKey.TXN_OFFSET_COMMIT: lambda ctx, r: _txn(ctx, r.transactional_id) or (
@@ -161,7 +165,7 @@ REQUEST_CHECKS: dict[int, Check] = {
 HANDLER_CHECKED = frozenset({
     ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.OFFSET_FETCH,
     ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS,
-    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE,
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
     ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,

@@ -1,0 +1,298 @@
+"""SharePartitionManager: the share partitions of this broker's partitions and what
+ShareFetch and ShareAcknowledge do with them, as Kafka's SharePartitionManager and
+DelayedShareFetch (read, not copied).
+
+A share partition (coordinator/share_partition.py) exists per (group, topic id,
+partition) once a member fetches it. The first time, its state is read from the share
+coordinator (ShareStatePersister: `__share_group_state`, coordinator/share_coordinator.py);
+a partition the group never consumed starts at the group's `share.auto.offset.reset`:
+`latest` (the default, as Kafka) at the high watermark, `earliest` at the log start.
+
+A fetch reads each partition from its `next_fetch_offset()` (a read bounded by the high
+watermark, and by the bytes and records left of the request), walks the batch headers of
+the slice read (27 bytes a batch, read with pread) and acquires the offsets of its data
+batches; control batches (transaction markers) are never delivered, their offsets
+archived. The answer carries the slice up to the last batch with an acquired offset (sent
+with sendfile) and the acquired ranges; the client delivers only the records in those.
+With nothing acquired, the fetch waits (a DelayedShareFetch in the replica manager's fetch
+purgatory, keyed by partition) until an append, a release or a lock timeout makes
+records available, or `max_wait_ms` ends.
+
+Every change a client must be able to count on is persisted before it is answered: an
+acknowledgement (accepted records are never delivered again), the initial start offset.
+Acquisitions are not persisted (after a restart nothing is locked; what was in flight is
+delivered again, with its delivery count as last persisted). A lock timeout is persisted
+when it fires.
+
+Lock: the broker's event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.coordinator.share_coordinator import PersistedState, SharePartitionKey
+from kbroker.coordinator.share_partition import (
+    AckBatch,
+    AcknowledgeError,
+    AcquiredRecords,
+    SharePartition,
+    SharePartitionConfig,
+)
+from kbroker.coordinator.timers import Timers
+from kbroker.records.batch_header import CONTROL_BIT
+from kbroker.records.file_slice import FileSlice
+from kbroker.utils.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from kbroker.cluster.metadata_cache import TopicCatalog
+    from kbroker.cluster.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+# The batch header fields the walk reads (record batch v2: baseOffset int64, batchLength
+# int32 at 8, ..., attributes int16 at 21, lastOffsetDelta int32 at 23)
+_HEAD = struct.Struct(">qi")
+_ATTRS_DELTA = struct.Struct(">hi")
+_HEAD_READ = 27
+LOG_OVERHEAD = 12
+
+class ShareStatePersister(Protocol):
+    """Where share-partition state lives (Kafka's Persister)."""
+
+    def read_state(self, key: SharePartitionKey) -> PersistedState | None: ...
+
+    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int: ...
+
+
+class InMemoryPersister:
+    """State kept in memory only (unit tests)."""
+
+    def __init__(self) -> None:
+        self.states: dict[SharePartitionKey, PersistedState] = {}
+
+    def read_state(self, key: SharePartitionKey) -> PersistedState | None:
+        return self.states.get(key)
+
+    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int:
+        self.states[key] = state
+        return E.NONE
+
+
+@dataclass
+class PartitionFetch:
+    """One partition's part of a ShareFetch answer."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error_code: int = E.NONE
+    error_message: str | None = None
+    records: FileSlice | None = None
+    acquired: list[AcquiredRecords] = field(default_factory=list)
+
+
+def batch_spans(data: FileSlice) -> list[tuple[int, int, bool, int]]:
+    """(first offset, last offset, is control, end position in the slice) of each whole
+    batch of a slice read from a segment."""
+    out = []
+    pos = 0
+    while pos + _HEAD_READ <= data.size:
+        head = os.pread(data.fd, _HEAD_READ, data.position + pos)
+        if len(head) < _HEAD_READ:
+            break
+        base, length = _HEAD.unpack_from(head, 0)
+        attributes, delta = _ATTRS_DELTA.unpack_from(head, 21)
+        end = pos + LOG_OVERHEAD + length
+        if end > data.size:
+            break
+        out.append((base, base + delta, bool(attributes & CONTROL_BIT), end))
+        pos = end
+    return out
+
+
+class SharePartitionManager:
+    def __init__(self, replica_manager: ReplicaManager, topics: TopicCatalog, timers: Timers,
+                 config: Callable[[], SharePartitionConfig], persister: ShareStatePersister,
+                 auto_offset_reset: Callable[[str], str] = lambda group_id: "latest") -> None:
+        self.replica_manager = replica_manager
+        self.topics = topics
+        self.timers = timers
+        self.config = config
+        self.persister = persister
+        self.auto_offset_reset = auto_offset_reset
+        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+
+    # -- share partitions
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        for info in self.topics:
+            if info.topic_id == topic_id:
+                return str(info.name)
+        return None
+
+    def _log(self, topic_id: uuid.UUID, partition: int):  # type: ignore[no-untyped-def]
+        name = self._topic_name(topic_id)
+        if name is None:
+            raise KafkaError(f"Unknown topic id {topic_id}", E.UNKNOWN_TOPIC_ID)
+        tp = TopicPartition(name, partition)
+        return tp, self.replica_manager.leader_partition(tp).local_log()
+
+    def share_partition(self, key: SharePartitionKey) -> SharePartition:
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        group_id, topic_id, partition = key
+        _tp, plog = self._log(topic_id, partition)
+        state = self.persister.read_state(key)
+        if state is None:
+            reset = self.auto_offset_reset(group_id)
+            start = plog.log_start_offset if reset == "earliest" else plog.high_watermark
+            state = PersistedState(0, start)
+            code = self.persister.write_state(key, state)
+            if code != E.NONE:
+                raise KafkaError("The share partition's state could not be written.", code)
+        sp = SharePartition.restore(group_id, topic_id, partition, state.start_offset, state.batches,
+                                    self.config(), self.timers, state.state_epoch,
+                                    lambda: self._changed(key))
+        self.partitions[key] = sp
+        log.info("share group %s: share partition %s-%d from offset %d", group_id, topic_id, partition,
+                 sp.start_offset)
+        return sp
+
+    def _persist(self, key: SharePartitionKey, sp: SharePartition) -> int:
+        return self.persister.write_state(key, PersistedState(sp.state_epoch, sp.start_offset, sp.snapshot()))
+
+    def _changed(self, key: SharePartitionKey) -> None:
+        """Records became available (release, lock timeout): persist, wake waiting fetches."""
+        sp = self.partitions.get(key)
+        if sp is None:
+            return
+        self._persist(key, sp)
+        name = self._topic_name(key[1])
+        if name is not None:
+            self.replica_manager.delayed_fetch_purgatory.check_and_complete(TopicPartition(name, key[2]))
+
+    # -- ShareFetch
+    def fetch(self, group_id: str, member_id: str, partitions: Iterable[tuple[uuid.UUID, int]],
+              max_bytes: int, max_records: int) -> list[PartitionFetch]:
+        """Acquire what the partitions have for the member (see the module docstring)."""
+        out = []
+        bytes_left, records_left = max_bytes, max_records if max_records > 0 else 2**31 - 1
+        for topic_id, partition in partitions:
+            pf = PartitionFetch(topic_id, partition)
+            out.append(pf)
+            if bytes_left <= 0 or records_left <= 0:
+                continue
+            try:
+                got = self._fetch_one(group_id, member_id, topic_id, partition, bytes_left, records_left)
+            except KafkaError as e:
+                pf.error_code, pf.error_message = e.error_code, str(e)
+                continue
+            if got is not None:
+                pf.records, pf.acquired = got
+                bytes_left -= pf.records.size
+                records_left -= sum(a.last_offset - a.first_offset + 1 for a in pf.acquired)
+        return out
+
+    def _fetch_one(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                   max_bytes: int, max_records: int) -> tuple[FileSlice, list[AcquiredRecords]] | None:
+        key = (group_id, topic_id, partition)
+        _tp, plog = self._log(topic_id, partition)
+        sp = self.share_partition(key)
+        if plog.log_start_offset > sp.start_offset:
+            sp.move_start_to(plog.log_start_offset)
+        if not sp.can_acquire():
+            return None
+        offset = sp.next_fetch_offset()
+        if offset >= plog.high_watermark:
+            return None
+        data = plog.read(offset, max_bytes, max_records=max_records).records
+        if data is None:
+            return None
+        spans = batch_spans(data)
+        acquired = sp.acquire(member_id, [(f, last, control) for f, last, control, _ in spans], max_records)
+        if not acquired:
+            return None
+        last_acquired = acquired[-1].last_offset
+        end = next((e for f, last, _c, e in spans if last >= last_acquired), data.size)
+        return FileSlice(data.file, data.position, end), acquired
+
+    def has_available(self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]) -> bool:
+        for topic_id, partition in partitions:
+            sp = self.partitions.get((group_id, topic_id, partition))
+            try:
+                _tp, plog = self._log(topic_id, partition)
+            except KafkaError:
+                return True  # answer the error now
+            if sp is None or (sp.can_acquire() and sp.next_fetch_offset() < plog.high_watermark):
+                return True
+        return False
+
+    def watch_keys(self, partitions: Iterable[tuple[uuid.UUID, int]]) -> list[TopicPartition]:
+        keys = []
+        for topic_id, partition in partitions:
+            name = self._topic_name(topic_id)
+            if name is not None:
+                keys.append(TopicPartition(name, partition))
+        return keys
+
+    # -- acknowledgements (ShareFetch and ShareAcknowledge)
+    def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
+                    batches: list[AckBatch]) -> tuple[int, str | None]:
+        key = (group_id, topic_id, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            try:
+                self._log(topic_id, partition)
+            except KafkaError as e:
+                return e.error_code, str(e)
+            return E.INVALID_RECORD_STATE, "No records of this partition are acquired."
+        try:
+            sp.acknowledge(member_id, batches)
+        except AcknowledgeError as e:
+            return e.code, e.message
+        code = self._persist(key, sp)
+        if code != E.NONE:
+            return code, "The acknowledgement could not be persisted."
+        if any(t == 2 for b in batches for t in b.acknowledge_types):
+            self._changed(key)
+        return E.NONE, None
+
+    def release_member(self, group_id: str, member_id: str,
+                       partitions: Iterable[tuple[uuid.UUID, int]] | None = None) -> None:
+        """A share session closed, or the member left the group: its records go back."""
+        for key, sp in list(self.partitions.items()):
+            if key[0] != group_id or (partitions is not None and (key[1], key[2]) not in set(partitions)):
+                continue
+            if sp.release_member(member_id):
+                self._changed(key)
+
+    def shutdown(self) -> None:
+        self.partitions.clear()
+
+
+class DelayedShareFetch(DelayedOperation):
+    """A ShareFetch with nothing to acquire yet, waiting in the fetch purgatory on its
+    partitions; `complete()` answers it (acquiring what there is then)."""
+
+    __slots__ = ("ready", "complete")
+
+    def __init__(self, deadline: float, ready: Callable[[], bool], complete: Callable[[], None]) -> None:
+        super().__init__(deadline)
+        self.ready = ready
+        self.complete = complete
+
+    def try_complete(self) -> bool:
+        return self.force_complete() if self.ready() else False
+
+    def on_complete(self) -> None:
+        self.complete()
