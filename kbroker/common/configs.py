@@ -614,6 +614,22 @@ TOPIC_CONFIGS = ConfigDef(sorted(
     key=lambda k: k.name,
 ))
 
+# A group's own configs (Kafka's GroupConfig; IncrementalAlterConfigs on a GROUP resource,
+# `kafka-configs --entity-type groups`): the share group keys kbroker implements. Each
+# falls back to its broker synonym, else its default.
+GROUP_CONFIGS = ConfigDef([
+    ConfigKey("share.auto.offset.reset", STRING, "latest", one_of("latest", "earliest"),
+              "Where a share group starts on a partition it never consumed: the log end "
+              "(latest) or the log start (earliest)."),
+    ConfigKey("share.isolation.level", STRING, "read_uncommitted", one_of("read_uncommitted"),
+              "Which records a share group gets: all appended ones up to the high watermark "
+              "(read_uncommitted; read_committed is not implemented)."),
+    ConfigKey("share.record.lock.duration.ms", INT, 30000, at_least(1000),
+              "How long a record delivered to a member of this share group stays locked to it "
+              "(within group.share.min/max.record.lock.duration.ms).",
+              synonyms=("group.share.record.lock.duration.ms",)),
+])
+
 # Kafka keys that tune only what kbroker does not have: accepted, with no effect.
 ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {
     **dict.fromkeys(

@@ -17,6 +17,7 @@ from typing import Any
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
 from kbroker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from kbroker.server.config_describe import ResourceType as ConfigResourceType
 from kbroker.server.request_context import RequestContext
 
 Op = AclOperation | str
@@ -188,7 +189,9 @@ def request_refusal(ctx: RequestContext, request: Any) -> int | None:
 
 def config_refusal(ctx: RequestContext, resource_type: int, name: str, op: Op) -> int | None:
     """DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and IncrementalAlterConfigs
-    (ALTER_CONFIGS): a topic's on the topic, a broker's or broker logger's on the cluster."""
+    (ALTER_CONFIGS): a topic's on the topic, a group's on the group, a broker's or broker logger's on the cluster."""
     if resource_type == ResourceType.TOPIC:
         return None if authorize_topic(ctx, op, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == ConfigResourceType.GROUP:
+        return None if authorize_group(ctx, op, name) else ErrorCode.GROUP_AUTHORIZATION_FAILED
     return None if authorize_cluster(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED

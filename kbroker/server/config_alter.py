@@ -13,7 +13,8 @@ the cluster-wide default), stored by the support object (a cluster: in ZooKeeper
 single broker: in files beside its logs, kbroker.metadata.dynamic_broker_store); others
 -> INVALID_CONFIG, the message saying why (a feature kbroker lacks, such as Kerberos, or
 a key it reads only at start); BROKER_LOGGER (8) levels change live through
-IncrementalAlterConfigs (kbroker.server.broker_loggers); other resource types
+IncrementalAlterConfigs (kbroker.server.broker_loggers); a GROUP (32)'s share group
+keys are kept beside the logs (kbroker.server.group_config); other resource types
 -> INVALID_REQUEST.
 """
 
@@ -26,11 +27,11 @@ from typing import Any, NamedTuple
 
 from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from kbroker.common.config_def import ConfigDef, ConfigError
-from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
+from kbroker.common.configs import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.config import BrokerConfig
 from kbroker.server import authorization as authz
-from kbroker.server import broker_loggers
+from kbroker.server import broker_loggers, group_config
 from kbroker.server.config_describe import ResourceType
 from kbroker.server.metadata_support import MetadataSupport
 from kbroker.server.request_context import RequestContext
@@ -96,6 +97,9 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
             services.topic_admin.check_broker_name(res.resource_name)
         await _alter_dynamic_broker(services.support, res, plan, validate_only)
         return
+    if res.resource_type == ResourceType.GROUP:
+        _alter_group(ctx, res, plan, validate_only)
+        return
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
     admin = services.topic_admin
@@ -149,6 +153,22 @@ _ABSENT = (
     (("metric.reporters",), "kbroker has no pluggable metric reporters"),
     (("remote.log.",), "kbroker has no tiered storage"),
 )
+
+
+def _alter_group(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) -> None:
+    """A GROUP resource (server/group_config.py); a single broker's only, for now."""
+    store = ctx.services.share_groups.configs
+    if store is None:
+        raise AdminError(ErrorCode.INVALID_REQUEST, "Group configs are not stored in cluster mode yet.")
+    if not res.resource_name:
+        raise AdminError(ErrorCode.INVALID_REQUEST, "The group name can't be empty.")
+    broker = ctx.services.config
+    overrides = plan(res, store.get(res.resource_name),
+                     Inherited(GROUP_CONFIGS, lambda name: group_config.inherited(broker, name)))
+    group_config.check(broker, overrides)
+    if not validate_only:
+        store.set(res.resource_name, overrides)
+        log.info("group %s configs now %s", res.resource_name, overrides)
 
 
 def _why_not_live(names: Sequence[str]) -> list[str]:

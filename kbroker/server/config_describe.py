@@ -37,6 +37,7 @@ class ResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
 
 
 class ConfigSource(IntEnum):
@@ -49,6 +50,7 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True, slots=True)

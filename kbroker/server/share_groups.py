@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kbroker.coordinator.internal_topic import CoordinatorBroker
 from kbroker.coordinator.share_coordinator import ShareCoordinator, ShareStateTopic
 from kbroker.coordinator.share_group import ShareGroupConfig, ShareGroupCoordinator
 from kbroker.coordinator.share_partition import SharePartitionConfig
 from kbroker.coordinator.timers import Timers
+from kbroker.metadata.group_configs import GroupConfigStore
+from kbroker.server import group_config
 from kbroker.server.share_partition_manager import SharePartitionManager
 from kbroker.server.share_session_cache import ShareSession, ShareSessionCache
 
@@ -35,28 +37,35 @@ if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
 
 
-def group_config(c: BrokerConfig) -> ShareGroupConfig:
+def coordinator_config(c: BrokerConfig) -> ShareGroupConfig:
     return ShareGroupConfig(c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms,
                             c.group_share_max_size)
 
 
-def partition_config(c: BrokerConfig) -> SharePartitionConfig:
-    return SharePartitionConfig(c.group_share_record_lock_duration_ms, c.group_share_delivery_count_limit,
-                                c.group_share_partition_max_record_locks)
-
-
 class ShareGroups:
-    def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool],
-                 auto_offset_reset: Callable[[str], str] = lambda group_id: "latest") -> None:
+    def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool]) -> None:
         config = broker.config
+        self.broker = broker
+        # a GROUP resource's configs (a single broker's: cluster mode has none yet)
+        self.configs = None if broker.clustered else GroupConfigStore(config.log_dirs[0])
         self.timers = Timers(broker.time)
-        self.coordinator = ShareGroupCoordinator(group_config(config), self.timers, other_group_active)
+        self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active)
         self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
         self.state = ShareCoordinator(ShareStateTopic(broker))
         self.partitions = SharePartitionManager(
-            broker.replica_manager, broker.topics, self.timers, lambda: partition_config(broker.config),
-            self.state, auto_offset_reset)
+            broker.replica_manager, broker.topics, self.timers, self.partition_config, self.state,
+            lambda group_id: self.group_config(group_id)["share.auto.offset.reset"])
         self.coordinator.add_member_removed_listener(self._member_removed)
+
+    def group_config(self, group_id: str) -> dict[str, Any]:
+        """The group's configs, typed (server/group_config.py)."""
+        overrides = self.configs.get(group_id) if self.configs is not None else {}
+        return group_config.effective(self.broker.config, overrides)
+
+    def partition_config(self, group_id: str) -> SharePartitionConfig:
+        c = self.broker.config
+        return SharePartitionConfig(self.group_config(group_id)["share.record.lock.duration.ms"],
+                                    c.group_share_delivery_count_limit, c.group_share_partition_max_record_locks)
 
     def _member_removed(self, group_id: str, member_id: str) -> None:
         self.sessions.close(group_id, member_id)
@@ -71,6 +80,8 @@ class ShareGroups:
             self.timers.loop = asyncio.get_running_loop()
         except RuntimeError:
             pass
+        if self.configs is not None:
+            self.configs.load()
         self.state.load()
 
     def shutdown(self) -> None:

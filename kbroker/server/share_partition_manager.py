@@ -122,7 +122,7 @@ def batch_spans(data: FileSlice) -> list[tuple[int, int, bool, int]]:
 
 class SharePartitionManager:
     def __init__(self, replica_manager: ReplicaManager, topics: TopicCatalog, timers: Timers,
-                 config: Callable[[], SharePartitionConfig], persister: ShareStatePersister,
+                 config: Callable[[str], SharePartitionConfig], persister: ShareStatePersister,
                  auto_offset_reset: Callable[[str], str] = lambda group_id: "latest") -> None:
         self.replica_manager = replica_manager
         self.topics = topics
@@ -161,7 +161,7 @@ class SharePartitionManager:
             if code != E.NONE:
                 raise KafkaError("The share partition's state could not be written.", code)
         sp = SharePartition.restore(group_id, topic_id, partition, state.start_offset, state.batches,
-                                    self.config(), self.timers, state.state_epoch,
+                                    self.config(group_id), self.timers, state.state_epoch,
                                     lambda: self._changed(key))
         self.partitions[key] = sp
         log.info("share group %s: share partition %s-%d from offset %d", group_id, topic_id, partition,

@@ -30,7 +30,7 @@ from kbroker.protocol.messages.describe_configs import (
     DescribeConfigsResponse,
 )
 from kbroker.server import authorization as authz
-from kbroker.server import broker_loggers
+from kbroker.server import broker_loggers, group_config
 from kbroker.server.config_describe import (
     ConfigDescription,
     ConfigSource,
@@ -109,6 +109,9 @@ def _describe(
     if res.resource_type == ResourceType.BROKER_LOGGER:
         services.topic_admin.check_broker_name(res.resource_name)
         return broker_loggers.describe(keys)
+    if res.resource_type == ResourceType.GROUP and services.share_groups.configs is not None:
+        return group_config.describe(services.config, services.share_groups.configs.get(res.resource_name),
+                                     keys, docs)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
 
 
