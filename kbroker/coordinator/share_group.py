@@ -66,6 +66,7 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
     subscribed: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)  # of the assignment epoch
 
     @property
     def state(self) -> str:
@@ -151,6 +152,8 @@ class ShareGroupCoordinator:
         before = dict(member.assignment)
         if group.assignment_epoch < group.group_epoch:
             self._assign(group)
+        member.assignment = group.target.get(member.member_id, {})
+        member.member_epoch = group.assignment_epoch
         self._schedule_session(group, member)
         send = req.member_epoch == JOIN_EPOCH or member.assignment != before
         return ShareHeartbeatResult(E.NONE, None, member.member_id, member.member_epoch,
@@ -166,12 +169,12 @@ class ShareGroupCoordinator:
         return changed
 
     def _assign(self, group: ShareGroup) -> None:
-        """Every member gets every partition of its subscribed topics; every member's epoch
-        is the group epoch (nothing to revoke)."""
-        for m in group.members.values():
-            m.assignment = {group.subscribed[n][0]: frozenset(range(group.subscribed[n][1]))
-                            for n in m.subscribed_topic_names if n in group.subscribed}
-            m.member_epoch = group.group_epoch
+        """The target of the group epoch: every member gets every partition of its
+        subscribed topics. Each member takes its own at its next heartbeat, and its epoch
+        with it (nothing to revoke first)."""
+        group.target = {m.member_id: {group.subscribed[n][0]: frozenset(range(group.subscribed[n][1]))
+                                      for n in m.subscribed_topic_names if n in group.subscribed}
+                        for m in group.members.values()}
         group.assignment_epoch = group.group_epoch
         log.info("share group %s: assignment of epoch %d", group.group_id, group.group_epoch)
 

@@ -42,10 +42,12 @@ class ShareSession:
     partitions: dict[TopicIdPartition, None] = field(default_factory=dict)  # in the order named
 
     def update(self, added: Iterable[TopicIdPartition], forgotten: Iterable[TopicIdPartition]) -> None:
-        for tp in forgotten:
-            self.partitions.pop(tp, None)
+        """The partitions a request names join the session, then those it forgets leave (as
+        Kafka's FetchSession.update)."""
         for tp in added:
             self.partitions.setdefault(tp, None)
+        for tp in forgotten:
+            self.partitions.pop(tp, None)
 
 
 class ShareSessionError(Exception):
