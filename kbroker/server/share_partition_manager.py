@@ -134,10 +134,8 @@ class SharePartitionManager:
 
     # -- share partitions
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        for info in self.topics:
-            if info.topic_id == topic_id:
-                return str(info.name)
-        return None
+        info = self.topics.get_by_id(topic_id)
+        return None if info is None else str(info.name)
 
     def _log(self, topic_id: uuid.UUID, partition: int):  # type: ignore[no-untyped-def]
         name = self._topic_name(topic_id)

@@ -31,16 +31,16 @@ def share_groups(ctx: RequestContext) -> ShareGroups:
 
 def topic_readable(ctx: RequestContext, topic_id: uuid.UUID) -> int:
     """NONE, UNKNOWN_TOPIC_ID, or TOPIC_AUTHORIZATION_FAILED (READ on the topic)."""
-    name = next((info.name for info in ctx.services.topics if info.topic_id == topic_id), None)
-    if name is None:
+    info = ctx.services.topics.get_by_id(topic_id)
+    if info is None:
         return E.UNKNOWN_TOPIC_ID
-    return E.NONE if authz.authorize_topic(ctx, "READ", name) else E.TOPIC_AUTHORIZATION_FAILED
+    return E.NONE if authz.authorize_topic(ctx, "READ", info.name) else E.TOPIC_AUTHORIZATION_FAILED
 
 
 def current_leader(ctx: RequestContext, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
     """(leader id, leader epoch) of a partition led here, else (-1, -1)."""
-    name = next((info.name for info in ctx.services.topics if info.topic_id == topic_id), None)
-    p = ctx.services.replica_manager.get_partition(TopicPartition(name, partition)) if name else None
+    info = ctx.services.topics.get_by_id(topic_id)
+    p = ctx.services.replica_manager.get_partition(TopicPartition(info.name, partition)) if info else None
     if p is None:
         return -1, -1
     return ctx.services.node_id, p.leader_epoch
