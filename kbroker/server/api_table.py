@@ -193,8 +193,12 @@ API_TABLE: dict[int, ApiSpec] = {
 # UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
 # (WriteTxnMarkers, a coordinator's request to partition leaders, is in both tables, as
 # Kafka 3.9 advertises it: admin tools abort hanging transactions with it.)
+# Share groups are the single broker's for now (docs/share-groups.md): a cluster does not
+# advertise them until their coordinator and state follow leadership.
+SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
+                              ApiKey.SHARE_ACKNOWLEDGE})
 CLUSTER_API_TABLE: dict[int, ApiSpec] = {
-    **API_TABLE,
+    **{k: s for k, s in API_TABLE.items() if k not in SHARE_GROUP_APIS},
     **{
         s.api_key: s
         for s in (
