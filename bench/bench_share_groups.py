@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +54,28 @@ def fill(bootstrap: str, topic: str, records: int, size: int) -> None:
     assert producer.flush(60) == 0
 
 
+def drain(poll: Callable[[], Any], close: Callable[[], None], records: int, timeout: float, name: str) -> float:
+    """Poll until `records` records came; records a second from the first to the last."""
+    got, start, deadline = 0, 0.0, time.monotonic() + timeout
+    try:
+        while got < records:
+            assert time.monotonic() < deadline, f"{name} read {got} of {records}"
+            n = sum(1 for m in poll() if m.error() is None)
+            if n and not got:
+                start = time.monotonic()
+            got += n
+        return got / (time.monotonic() - start)
+    finally:
+        close()
+
+
 def classic(bootstrap: str, topic: str, records: int, timeout: float) -> float:
     from confluent_kafka import Consumer
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"classic-{uuid.uuid4().hex[:8]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0})
     c.subscribe([topic])
-    got, start, deadline = 0, 0.0, time.monotonic() + timeout
-    try:
-        while got < records:
-            assert time.monotonic() < deadline, f"classic read {got} of {records}"
-            n = sum(1 for m in c.consume(10000, 0.5) if m.error() is None)
-            if n and not got:
-                start = time.monotonic()
-            got += n
-        return got / (time.monotonic() - start)
-    finally:
-        c.close()
+    return drain(lambda: c.consume(10000, 0.5), c.close, records, timeout, "classic")
 
 
 def share(bootstrap: str, topic: str, records: int, timeout: float) -> float:
@@ -90,17 +96,7 @@ def share(bootstrap: str, topic: str, records: int, timeout: float) -> float:
         f.result(30)
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
     c.subscribe([topic])
-    got, start, deadline = 0, 0.0, time.monotonic() + timeout
-    try:
-        while got < records:
-            assert time.monotonic() < deadline, f"share read {got} of {records}"
-            n = sum(1 for m in c.poll(0.5) if m.error() is None)
-            if n and not got:
-                start = time.monotonic()
-            got += n
-        return got / (time.monotonic() - start)
-    finally:
-        c.close()
+    return drain(lambda: c.poll(0.5), c.close, records, timeout, "share")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -224,6 +224,9 @@ class SharePartition:
             if n <= 0 or not b.acknowledge_types or len(b.acknowledge_types) not in (1, n):
                 raise AcknowledgeError(E.INVALID_REQUEST, f"Invalid acknowledgement batch "
                                        f"{b.first_offset}-{b.last_offset}.")
+            if b.first_offset < self.start_offset or b.last_offset >= self.end_offset:
+                raise AcknowledgeError(E.INVALID_RECORD_STATE, f"Offsets {b.first_offset}-{b.last_offset} "
+                                       f"are not all in flight ({self.start_offset}-{self.end_offset - 1}).")
             for i, offset in enumerate(range(b.first_offset, b.last_offset + 1)):
                 kind = b.acknowledge_types[i if len(b.acknowledge_types) > 1 else 0]
                 if kind not in AcknowledgeType._value2member_map_:

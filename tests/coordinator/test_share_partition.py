@@ -125,6 +125,9 @@ def test_acknowledgements_are_checked_whole_before_any_applies() -> None:
         assert sp.state_of(0) == (RecordState.ACQUIRED, 1)
     with pytest.raises(AcknowledgeError):
         sp.acknowledge("b", [AckBatch(0, 0, [ACCEPT])])  # not b's
+    with pytest.raises(AcknowledgeError) as e:  # refused before any offset is looked at
+        sp.acknowledge("a", [AckBatch(0, 2**62, [ACCEPT])])
+    assert e.value.code == ErrorCode.INVALID_RECORD_STATE
 
 
 def test_release_member_frees_what_it_holds() -> None:
