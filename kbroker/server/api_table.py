@@ -33,6 +33,10 @@ versions:
 - DeleteGroups 3: a per-group error message.
 - ListTransactions 2 (KIP-1152): a transactional id pattern (INVALID_REGULAR_EXPRESSION).
 - AlterPartitionReassignments 1: allow_replication_factor_change (INVALID_REPLICATION_FACTOR).
+- ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1-2, ShareAcknowledge 1-2
+  (KIP-932 share groups, as Kafka 4.1+ and librdkafka 2.16's ShareConsumer; v0 was 4.0's
+  early access): a single broker only
+  (docs/share-groups.md).
 Not advertised, though codecs exist:
 - Produce 12-13, TxnOffsetCommit 5-6, EndTxn 5: Produce 12, TxnOffsetCommit 5 and EndTxn 5
   are KIP-890's transaction version 2 (partitions join a transaction implicitly, the
@@ -48,9 +52,6 @@ Not advertised, though codecs exist:
   poll never returns; tests/integration/test_kafka_python_suite.py), so it stays at 4
   until that is understood.
 - InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
-- ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1-2, ShareAcknowledge 1-2
-  (KIP-932 share groups, as Kafka 4.1+ and librdkafka 2.16's ShareConsumer; v0 was 4.0's
-  early access): docs/share-groups.md.
 - The APIs Kafka 4 added that kbroker does not serve (the share-group admin and state
   APIs, streams groups, KRaft's) have codecs but no handler, so they are not in the
   table and not advertised.
