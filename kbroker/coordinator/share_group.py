@@ -219,6 +219,12 @@ class ShareGroupCoordinator:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
 
+    def restore_group(self, group_id: str) -> None:
+        """A group known from its persisted share partition state (at startup): empty,
+        unless a classic or consumer group holds the id."""
+        if group_id not in self.groups and not self.other_group_active(group_id):
+            self.groups[group_id] = ShareGroup(group_id)
+
     def describe(self, group_id: str) -> ShareGroup | None:
         return self.groups.get(group_id)
 

@@ -261,6 +261,11 @@ class SharePartition:
         self._advance_start()
         return released
 
+    def close(self) -> None:
+        """The partition is dropped (its state altered or deleted): no lock fires later."""
+        for rec in self.records.values():
+            self._unlock(rec)
+
     # -- persistence
     def snapshot(self) -> list[StateBatch]:
         """The in-flight state as runs (ACQUIRED written as AVAILABLE)."""

@@ -138,6 +138,9 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.SHARE_ACKNOWLEDGE: lambda ctx, r: None if r.group_id is None else _group("READ")(ctx, r),
     ApiKey.OFFSET_COMMIT: _group("READ"),
     ApiKey.OFFSET_DELETE: _group("DELETE"),
+    # share-group offsets (KIP-932): the topics (READ) are the handlers'
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _group("READ"),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _group("DELETE"),
     ApiKey.TXN_OFFSET_COMMIT: lambda ctx, r: _txn(ctx, r.transactional_id) or (
         None if authorize_group(ctx, "READ", r.group_id) else _G),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
@@ -166,7 +169,7 @@ REQUEST_CHECKS: dict[int, Check] = {
 HANDLER_CHECKED = frozenset({
     ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.OFFSET_FETCH,
     ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS,
-    ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE,
+    ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
     ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,

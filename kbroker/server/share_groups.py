@@ -8,7 +8,13 @@ wiring and handed to the request handlers as one service.
 - `partitions` (server/share_partition_manager.py): the share partitions, their
   acquisitions, locks and acknowledgements;
 - `state` (coordinator/share_coordinator.py): their persisted state in
-  `__share_group_state`.
+  `__share_group_state`;
+- `offsets` (server/share_group_offsets.py): what the share-group admin APIs read and
+  change (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets,
+  DeleteGroups of a share group).
+
+At startup every group with a persisted share partition state is known again, empty
+(members join anew), so it is listed, described and deleted as before the restart.
 
 A member leaving or fenced releases what it holds; so does its share session closing
 or being replaced. Timers (session timeouts, acquisition locks) run on one Timers,
@@ -30,6 +36,7 @@ from kbroker.coordinator.share_partition import SharePartitionConfig
 from kbroker.coordinator.timers import Timers
 from kbroker.metadata.group_configs import GroupConfigStore
 from kbroker.server import group_config
+from kbroker.server.share_group_offsets import ShareGroupOffsets
 from kbroker.server.share_partition_manager import SharePartitionManager
 from kbroker.server.share_session_cache import ShareSession, ShareSessionCache
 
@@ -55,6 +62,8 @@ class ShareGroups:
         self.partitions = SharePartitionManager(
             broker.replica_manager, broker.topics, self.timers, self.partition_config, self.state,
             lambda group_id: self.group_config(group_id)["share.auto.offset.reset"])
+        self.offsets = ShareGroupOffsets(self.coordinator, self.state, self.partitions, broker.topics,
+                                         broker.replica_manager)
         self.coordinator.add_member_removed_listener(self._member_removed)
 
     def group_config(self, group_id: str) -> dict[str, Any]:
@@ -83,6 +92,8 @@ class ShareGroups:
         if self.configs is not None:
             self.configs.load()
         self.state.load()
+        for group_id in dict.fromkeys(key[0] for key in self.state.states):
+            self.coordinator.restore_group(group_id)
 
     def shutdown(self) -> None:
         self.timers.close()

@@ -166,6 +166,21 @@ class SharePartitionManager:
                  sp.start_offset)
         return sp
 
+    def forget(self, key: SharePartitionKey) -> None:
+        """Drop a share partition from memory (its state was altered or deleted): the next
+        fetch builds it again from what is persisted."""
+        sp = self.partitions.pop(key, None)
+        if sp is not None:
+            sp.close()
+
+    def high_watermark(self, topic: str, partition: int) -> int | None:
+        """The partition's high watermark, None when this broker does not lead it."""
+        try:
+            return int(self.replica_manager.leader_partition(TopicPartition(topic, partition))
+                       .local_log().high_watermark)
+        except KafkaError:
+            return None
+
     def _persist(self, key: SharePartitionKey, sp: SharePartition) -> int:
         return self.persister.write_state(key, PersistedState(sp.state_epoch, sp.start_offset, sp.snapshot()))
 

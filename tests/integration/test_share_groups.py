@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kafka.admin import KafkaAdminClient
 
 from .groups_support import produce
 
@@ -239,3 +240,56 @@ def test_restart_loses_nothing_and_delivers_nothing_accepted_again(broker_factor
         assert {v for v, c in after.got if c == 2} <= held  # nothing else was delivered before
     finally:
         after.close()
+
+
+def listed(bootstrap: str) -> dict[str, str]:
+    """The share groups kafka-python's admin lists (ListGroups v5, type share), with their
+    states. (librdkafka's list_consumer_groups leaves out groups of protocol type "share", as
+    it does with Kafka.)"""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return {g["group_id"]: g["group_state"] for g in admin.list_groups(types_filter=["share"])}
+    finally:
+        admin.close()
+
+
+def test_admin_lists_and_deletes_a_share_group_which_a_restart_keeps(broker_factory: Any) -> None:
+    """confluent-kafka's AdminClient: ListGroups shows the share group, before and after a
+    restart (its share partition state brings it back, empty); DeleteGroups refuses it
+    while a ShareConsumer is in it (NON_EMPTY_GROUP), then deletes it and its state, so
+    the next member reads everything again from `share.auto.offset.reset`."""
+    broker = broker_factory(BROKER).start()
+    topic, group = names()
+    setup(broker.bootstrap_servers, topic, group)
+    sent = records("dg", 30)
+    produce(broker.bootstrap_servers, topic, sent)
+    member = ShareMember(broker.bootstrap_servers, group, topic, lambda m: AcknowledgeType.ACCEPT)
+    try:
+        poll_until([member], lambda: len(member.got) >= len(sent))
+        assert member.consumer.commit_sync(30)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        assert listed(broker.bootstrap_servers).get(group) == "Stable"
+        with pytest.raises(Exception) as refused:
+            admin.delete_consumer_groups([group])[group].result(30)
+        assert "NON_EMPTY_GROUP" in repr(refused.value) or "not empty" in str(refused.value).lower()
+    finally:
+        member.close()
+    broker.stop(timeout=20)
+    broker = broker_factory(BROKER, log_dir=broker.log_dir).start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    assert listed(broker.bootstrap_servers).get(group) == "Empty"  # known again from its state
+    after = ShareMember(broker.bootstrap_servers, group, topic)
+    try:  # nothing left to deliver: every record was accepted before the restart
+        for _ in range(5):
+            after.poll_once(0.3)
+        assert after.got == []
+    finally:
+        after.close()
+    admin.delete_consumer_groups([group])[group].result(30)
+    assert group not in listed(broker.bootstrap_servers)
+    again = ShareMember(broker.bootstrap_servers, group, topic)
+    try:  # the state went with the group: the group config's `earliest` starts it over
+        poll_until([again], lambda: len(again.got) >= len(sent))
+        assert Counter(again.values()) == Counter(v for _, v in sent)
+    finally:
+        again.close()
