@@ -621,9 +621,10 @@ GROUP_CONFIGS = ConfigDef([
     ConfigKey("share.auto.offset.reset", STRING, "latest", one_of("latest", "earliest"),
               "Where a share group starts on a partition it never consumed: the log end "
               "(latest) or the log start (earliest)."),
-    ConfigKey("share.isolation.level", STRING, "read_uncommitted", one_of("read_uncommitted"),
+    ConfigKey("share.isolation.level", STRING, "read_uncommitted", one_of("read_uncommitted", "read_committed"),
               "Which records a share group gets: all appended ones up to the high watermark "
-              "(read_uncommitted; read_committed is not implemented)."),
+              "(read_uncommitted), or only those of committed transactions, up to the last "
+              "stable offset (read_committed; an aborted transaction's records are archived)."),
     ConfigKey("share.record.lock.duration.ms", INT, 30000, at_least(1000),
               "How long a record delivered to a member of this share group stays locked to it "
               "(within group.share.min/max.record.lock.duration.ms).",

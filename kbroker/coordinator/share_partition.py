@@ -92,6 +92,7 @@ class SharePartitionConfig:
     record_lock_duration_ms: int = 30000
     delivery_count_limit: int = 5
     max_record_locks: int = 2000
+    read_committed: bool = False  # the group's share.isolation.level (the fetch's bound and filter)
 
 
 class AcquisitionLock:
@@ -184,13 +185,14 @@ class SharePartition:
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int, bool]],
                 max_records: int) -> list[AcquiredRecords]:
         """Acquire for `member_id` the AVAILABLE offsets of the fetched batches (first and
-        last offset, whether a control batch: each in log order), at most `max_records`;
-        answers the acquired ranges. A control batch's offsets (transaction markers) are
-        never delivered: they are ARCHIVED, so the start offset can pass them."""
+        last offset, whether never to deliver it: each in log order), at most `max_records`;
+        answers the acquired ranges. A batch never delivered (a control batch: transaction
+        markers; under read_committed an aborted transaction's) has its offsets ARCHIVED,
+        so the start offset can pass them."""
         limit = self.start_offset + self.config.max_record_locks
         taken: list[int] = []
         counts: list[int] = []
-        for first, last, control in batches:
+        for first, last, skip in batches:
             for offset in range(max(first, self.start_offset), last + 1):
                 if len(taken) >= max_records > 0:
                     break
@@ -202,7 +204,7 @@ class SharePartition:
                     self.end_offset = offset + 1
                 if rec.state != RecordState.AVAILABLE:
                     continue
-                if control:
+                if skip:
                     rec.state = RecordState.ARCHIVED
                     continue
                 rec.state, rec.member_id = RecordState.ACQUIRED, member_id

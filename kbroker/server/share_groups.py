@@ -73,8 +73,10 @@ class ShareGroups:
 
     def partition_config(self, group_id: str) -> SharePartitionConfig:
         c = self.broker.config
-        return SharePartitionConfig(self.group_config(group_id)["share.record.lock.duration.ms"],
-                                    c.group_share_delivery_count_limit, c.group_share_partition_max_record_locks)
+        group = self.group_config(group_id)
+        return SharePartitionConfig(group["share.record.lock.duration.ms"], c.group_share_delivery_count_limit,
+                                    c.group_share_partition_max_record_locks,
+                                    group["share.isolation.level"] == "read_committed")
 
     def _member_removed(self, group_id: str, member_id: str) -> None:
         self.sessions.close(group_id, member_id)

@@ -9,10 +9,16 @@ a partition the group never consumed starts at the group's `share.auto.offset.re
 `latest` (the default, as Kafka) at the high watermark, `earliest` at the log start.
 
 A fetch reads each partition from its `next_fetch_offset()` (a read bounded by the high
-watermark, and by the bytes and records left of the request), walks the batch headers of
-the slice read (27 bytes a batch, read with pread) and acquires the offsets of its data
-batches; control batches (transaction markers) are never delivered, their offsets
-archived. The answer carries the slice up to the last batch with an acquired offset (sent
+watermark, or with the group's `share.isolation.level=read_committed` by the last stable
+offset, and by the bytes and records left of the request), walks the batch headers of
+the slice read (the 61-byte v2 header of each batch, read with pread and parsed by the
+core: records/batch_header.py) and acquires the offsets of its data batches; control
+batches (transaction markers) are never delivered, their offsets archived. Under
+read_committed so are the batches of aborted transactions, found as a read_committed
+consumer finds them (the log's aborted transactions overlapping the read: a
+transactional batch of a producer whose aborted transaction began at or before it, until
+that producer's marker), as Kafka's SharePartition archives them
+(filterAbortedTransactionalAcquiredRecords). The answer carries the slice up to the last batch with an acquired offset (sent
 with sendfile) and the acquired ranges; the client delivers only the records in those.
 With nothing acquired, the fetch waits (a DelayedShareFetch in the replica manager's fetch
 purgatory, keyed by partition) until an append, a release or a lock timeout makes
@@ -31,11 +37,10 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -49,23 +54,19 @@ from kbroker.coordinator.share_partition import (
     SharePartitionConfig,
 )
 from kbroker.coordinator.timers import Timers
-from kbroker.records.batch_header import CONTROL_BIT
+from kbroker.records.batch_header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from kbroker.records.file_slice import FileSlice
 from kbroker.utils.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
     from kbroker.cluster.metadata_cache import TopicCatalog
     from kbroker.cluster.replica_manager import ReplicaManager
+    from kbroker.storage.log import Log
+    from kbroker.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 E = ErrorCode
 
-# The batch header fields the walk reads (record batch v2: baseOffset int64, batchLength
-# int32 at 8, ..., attributes int16 at 21, lastOffsetDelta int32 at 23)
-_HEAD = struct.Struct(">qi")
-_ATTRS_DELTA = struct.Struct(">hi")
-_HEAD_READ = 27
-LOG_OVERHEAD = 12
 
 class ShareStatePersister(Protocol):
     """Where share-partition state lives (Kafka's Persister)."""
@@ -101,22 +102,48 @@ class PartitionFetch:
     acquired: list[AcquiredRecords] = field(default_factory=list)
 
 
-def batch_spans(data: FileSlice) -> list[tuple[int, int, bool, int]]:
-    """(first offset, last offset, is control, end position in the slice) of each whole
-    batch of a slice read from a segment."""
+class BatchSpan(NamedTuple):
+    """One whole batch of a slice read for a share fetch."""
+
+    first_offset: int
+    last_offset: int
+    is_control: bool
+    is_transactional: bool
+    producer_id: int
+    end: int  # its end position in the slice
+
+
+def batch_spans(data: FileSlice) -> list[BatchSpan]:
+    """Each whole batch of a slice read from a segment."""
     out = []
     pos = 0
-    while pos + _HEAD_READ <= data.size:
-        head = os.pread(data.fd, _HEAD_READ, data.position + pos)
-        if len(head) < _HEAD_READ:
+    while pos + HEADER_SIZE <= data.size:
+        head = os.pread(data.fd, HEADER_SIZE, data.position + pos)
+        if len(head) < HEADER_SIZE:
             break
-        base, length = _HEAD.unpack_from(head, 0)
-        attributes, delta = _ATTRS_DELTA.unpack_from(head, 21)
-        end = pos + LOG_OVERHEAD + length
+        h = BatchHeader.parse(head)
+        end = pos + LOG_OVERHEAD + h.batch_length
         if end > data.size:
             break
-        out.append((base, base + delta, bool(attributes & CONTROL_BIT), end))
+        out.append(BatchSpan(h.base_offset, h.last_offset, h.is_control, h.is_transactional, h.producer_id, end))
         pos = end
+    return out
+
+
+def aborted_spans(spans: list[BatchSpan], aborted: list[AbortedTxn]) -> set[int]:
+    """The indexes of the data batches that belong to aborted transactions (the walk of
+    Kafka's read_committed consumer: a producer's aborted transaction opens when a batch
+    reaches its first offset and ends at that producer's next control batch)."""
+    pending = sorted(aborted, key=lambda t: t.first_offset)
+    open_pids: set[int] = set()
+    out: set[int] = set()
+    for i, span in enumerate(spans):
+        while pending and pending[0].first_offset <= span.last_offset:
+            open_pids.add(pending.pop(0).producer_id)
+        if span.is_control:
+            open_pids.discard(span.producer_id)
+        elif span.is_transactional and span.producer_id in open_pids:
+            out.add(i)
     return out
 
 
@@ -200,13 +227,15 @@ class SharePartitionManager:
         """Acquire what the partitions have for the member (see the module docstring)."""
         out = []
         bytes_left, records_left = max_bytes, max_records if max_records > 0 else 2**31 - 1
+        committed = self.config(group_id).read_committed
         for topic_id, partition in partitions:
             pf = PartitionFetch(topic_id, partition)
             out.append(pf)
             if bytes_left <= 0 or records_left <= 0:
                 continue
             try:
-                got = self._fetch_one(group_id, member_id, topic_id, partition, bytes_left, records_left)
+                got = self._fetch_one(group_id, member_id, topic_id, partition, bytes_left, records_left,
+                                      committed)
             except KafkaError as e:
                 pf.error_code, pf.error_message = e.error_code, str(e)
                 continue
@@ -217,7 +246,8 @@ class SharePartitionManager:
         return out
 
     def _fetch_one(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                   max_bytes: int, max_records: int) -> tuple[FileSlice, list[AcquiredRecords]] | None:
+                   max_bytes: int, max_records: int, committed: bool
+                   ) -> tuple[FileSlice, list[AcquiredRecords]] | None:
         key = (group_id, topic_id, partition)
         _tp, plog = self._log(topic_id, partition)
         sp = self.share_partition(key)
@@ -226,27 +256,32 @@ class SharePartitionManager:
         if not sp.can_acquire():
             return None
         offset = sp.next_fetch_offset()
-        if offset >= plog.high_watermark:
+        bound = _fetch_bound(plog, committed)
+        if offset >= bound:
             return None
-        data = plog.read(offset, max_bytes, max_records=max_records).records
+        read = plog.read(offset, max_bytes, max_offset=bound, max_records=max_records)
+        data = read.records
         if data is None:
             return None
         spans = batch_spans(data)
-        acquired = sp.acquire(member_id, [(f, last, control) for f, last, control, _ in spans], max_records)
+        aborted = aborted_spans(spans, plog.collect_aborted_transactions(offset, read)) if committed else set()
+        acquired = sp.acquire(member_id, [(b.first_offset, b.last_offset, b.is_control or i in aborted)
+                                          for i, b in enumerate(spans)], max_records)
         if not acquired:
             return None
         last_acquired = acquired[-1].last_offset
-        end = next((e for f, last, _c, e in spans if last >= last_acquired), data.size)
+        end = next((b.end for b in spans if b.last_offset >= last_acquired), data.size)
         return FileSlice(data.file, data.position, end), acquired
 
     def has_available(self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]) -> bool:
+        committed = self.config(group_id).read_committed
         for topic_id, partition in partitions:
             sp = self.partitions.get((group_id, topic_id, partition))
             try:
                 _tp, plog = self._log(topic_id, partition)
             except KafkaError:
                 return True  # answer the error now
-            if sp is None or (sp.can_acquire() and sp.next_fetch_offset() < plog.high_watermark):
+            if sp is None or (sp.can_acquire() and sp.next_fetch_offset() < _fetch_bound(plog, committed)):
                 return True
         return False
 
@@ -291,6 +326,11 @@ class SharePartitionManager:
 
     def shutdown(self) -> None:
         self.partitions.clear()
+
+
+def _fetch_bound(plog: Log, committed: bool) -> int:
+    """Where a share fetch stops: the last stable offset (read_committed) or the high watermark."""
+    return int(plog.last_stable_offset if committed else plog.high_watermark)
 
 
 class DelayedShareFetch(DelayedOperation):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -293,3 +293,54 @@ def test_admin_lists_and_deletes_a_share_group_which_a_restart_keeps(broker_fact
         assert Counter(again.values()) == Counter(v for _, v in sent)
     finally:
         again.close()
+
+
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                  incremental_configs=entries)]).values():
+        future.result(30)
+
+
+def test_read_committed_share_group_gets_committed_transactions_only(broker: Any) -> None:
+    """share.isolation.level=read_committed: an aborted transaction's records are never
+    delivered, an open one's only once it commits (the fetch stops at the last stable
+    offset); a read_uncommitted group on the same topic gets them all."""
+    topic, group = names()
+    setup(broker.bootstrap_servers, topic, group, **{"share.isolation.level": "read_committed"})
+    uncommitted = f"{group}-ru"
+    set_group_configs(broker.bootstrap_servers, uncommitted, **{"share.auto.offset.reset": "earliest"})
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx-{group}"})
+    p.init_transactions(30)
+
+    def transaction(tag: str, end: Callable[[float], None] | None) -> list[str]:
+        p.begin_transaction()
+        batch = records(tag, 12)
+        for partition, value in batch:
+            p.produce(topic, value.encode(), partition=partition)
+        assert p.flush(30) == 0
+        if end is not None:
+            end(30)
+        return [v for _, v in batch]
+
+    committed = transaction("tc", p.commit_transaction)
+    aborted = transaction("ta", p.abort_transaction)
+    pending = transaction("to", None)  # open: above every partition's last stable offset
+    member = ShareMember(broker.bootstrap_servers, group, topic)
+    everything = ShareMember(broker.bootstrap_servers, uncommitted, topic)
+    try:
+        poll_until([member], lambda: len(member.got) >= len(committed))
+        for _ in range(5):
+            member.poll_once(0.3)
+        assert Counter(member.values()) == Counter(committed)
+        p.commit_transaction(30)
+        poll_until([member], lambda: len(member.got) >= len(committed) + len(pending))
+        for _ in range(5):
+            member.poll_once(0.3)
+        assert Counter(member.values()) == Counter(committed + pending)  # nothing aborted, ever
+        poll_until([everything], lambda: len(everything.got) >= 36)
+        assert Counter(everything.values()) == Counter(committed + aborted + pending)
+    finally:
+        member.close()
+        everything.close()
