@@ -17,7 +17,8 @@ revoke: no member owns a partition alone), its member epoch the group epoch.
 A member silent for `group.share.session.timeout.ms` is fenced; a member leaving or
 fenced has its acquired records released (`on_member_removed`, the share partitions'
 owner). Membership is kept in memory only: after a restart members heartbeat, get
-UNKNOWN_MEMBER_ID and join again, as a client does when its coordinator lost it.
+UNKNOWN_MEMBER_ID and join again, as a client does when its coordinator lost it; a group
+with persisted share partition state comes back empty (`restore_group`).
 
 Lock: the broker's event-loop thread only; timers on the injected Timers.
 """
