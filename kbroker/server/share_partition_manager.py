@@ -227,7 +227,7 @@ class SharePartitionManager:
         """Acquire what the partitions have for the member (see the module docstring)."""
         out = []
         bytes_left, records_left = max_bytes, max_records if max_records > 0 else 2**31 - 1
-        committed = self.config(group_id).read_committed
+        config = self.config(group_id)  # the group's configs now: they may have changed since
         for topic_id, partition in partitions:
             pf = PartitionFetch(topic_id, partition)
             out.append(pf)
@@ -235,7 +235,7 @@ class SharePartitionManager:
                 continue
             try:
                 got = self._fetch_one(group_id, member_id, topic_id, partition, bytes_left, records_left,
-                                      committed)
+                                      config)
             except KafkaError as e:
                 pf.error_code, pf.error_message = e.error_code, str(e)
                 continue
@@ -246,11 +246,13 @@ class SharePartitionManager:
         return out
 
     def _fetch_one(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                   max_bytes: int, max_records: int, committed: bool
+                   max_bytes: int, max_records: int, config: SharePartitionConfig
                    ) -> tuple[FileSlice, list[AcquiredRecords]] | None:
         key = (group_id, topic_id, partition)
         _tp, plog = self._log(topic_id, partition)
         sp = self.share_partition(key)
+        sp.config = config  # new acquisitions take the group's lock duration as it is now (Kafka's)
+        committed = config.read_committed
         if plog.log_start_offset > sp.start_offset:
             sp.move_start_to(plog.log_start_offset)
         if not sp.can_acquire():

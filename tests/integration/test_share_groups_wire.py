@@ -9,6 +9,13 @@ import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from kbroker.common.error_code import ErrorCode as E
 from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest
@@ -163,3 +170,23 @@ def test_a_closed_session_releases_and_a_waiting_fetch_wakes_on_produce(kbroker_
         produce(bootstrap, topic, [(0, "late")])
         got, woke = other.recv(F.API_KEY, 2)
         assert got == cid and acquired(woke) == [(3, 3, 1)]
+
+
+def test_a_changed_group_lock_duration_applies_to_the_next_fetch(kbroker_broker: Any) -> None:
+    """share.record.lock.duration.ms set on the GROUP resource while the group fetches:
+    the next ShareFetch answers it as its acquisition lock timeout (Kafka reads the group
+    config at each acquisition)."""
+    group, topic = f"sg-{uuid.uuid4().hex[:6]}", f"st-{uuid.uuid4().hex[:6]}"
+    bootstrap = kbroker_broker.bootstrap_servers
+    with WireClient(bootstrap) as c:
+        tid = topic_info(c, topic).topic_id
+        assert heartbeat(c, group, topic).error_code == E.NONE
+        assert share_fetch(c, group, 0, tid).acquisition_lock_timeout_ms == 30000
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        entry = ConfigEntry("share.record.lock.duration.ms", "20000", incremental_operation=AlterConfigOpType.SET)
+        for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                 incremental_configs=[entry])]).values():
+            f.result(30)
+        produce(bootstrap, topic, [(0, "a")])
+        r = share_fetch(c, group, 1)
+        assert (r.acquisition_lock_timeout_ms, acquired(r)) == (20000, [(0, 0, 1)])

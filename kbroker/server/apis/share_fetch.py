@@ -12,6 +12,8 @@ As Kafka's KafkaApis.handleShareFetchRequest:
   (server/share_partition_manager.py), the answer holding the partitions with acquired
   records or an error; with nothing acquired the request waits up to max_wait_ms for
   records to become available;
+- AcquisitionLockTimeoutMs is the group's `share.record.lock.duration.ms`, which a
+  fetch's new acquisitions take as it is then (a change applies at once);
 - v2: IsRenewAck (the acknowledgements may renew locks, type 4; nothing is fetched);
   ShareAcquireMode is answered as batch-optimized (0) whatever it asks, as the records
   acquired never exceed max_records here.
@@ -46,7 +48,8 @@ DEFAULT_MAX_RECORDS = 500
 
 def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse | Awaitable[ShareFetchResponse]:
     groups = share_groups(ctx)
-    lock_ms = ctx.services.config.group_share_record_lock_duration_ms
+    lock_ms = (groups.group_config(request.group_id)["share.record.lock.duration.ms"] if request.group_id
+               else ctx.services.config.group_share_record_lock_duration_ms)
     if not request.group_id or not request.member_id:
         return _error(E.INVALID_REQUEST, "GroupId and MemberId must be set.", lock_ms)
     group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
