@@ -29,7 +29,10 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import KafkaAdminClient
 
+from kbroker.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest
+
 from .groups_support import produce
+from .wire import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -278,6 +281,11 @@ def test_admin_lists_and_deletes_a_share_group_which_a_restart_keeps(broker_fact
     broker = broker_factory(BROKER, log_dir=broker.log_dir).start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     assert listed(broker.bootstrap_servers).get(group) == "Empty"  # known again from its state
+    with WireClient(broker.bootstrap_servers) as c:  # DescribeShareGroupOffsets from the persisted state
+        d = c.call(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
+    assert sorted((p.partition_index, p.start_offset, p.lag) for t in d.groups[0].topics for p in t.partitions) == [
+        (i, len(sent) // PARTITIONS, 0) for i in range(PARTITIONS)]  # everything accepted before the restart
     after = ShareMember(broker.bootstrap_servers, group, topic)
     try:  # nothing left to deliver: every record was accepted before the restart
         for _ in range(5):
