@@ -55,10 +55,15 @@ def names() -> tuple[str, str]:
 
 def setup(bootstrap: str, topic: str, group: str, **group_configs: str) -> None:
     """The topic, and the group's configs: earliest, plus `group_configs`."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held while its future runs
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in {"share.auto.offset.reset": "earliest", **group_configs}.items()]
+    set_group_configs(bootstrap, group, **{"share.auto.offset.reset": "earliest", **group_configs})
+
+
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    """IncrementalAlterConfigs SET on the GROUP resource."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
     for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
                                                                   incremental_configs=entries)]).values():
         future.result(30)
@@ -301,14 +306,6 @@ def test_admin_lists_and_deletes_a_share_group_which_a_restart_keeps(broker_fact
         assert Counter(again.values()) == Counter(v for _, v in sent)
     finally:
         again.close()
-
-
-def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
-                                                                  incremental_configs=entries)]).values():
-        future.result(30)
 
 
 def test_read_committed_share_group_gets_committed_transactions_only(broker: Any) -> None:
