@@ -18,8 +18,9 @@ read_committed so are the batches of aborted transactions, found as a read_commi
 consumer finds them (the log's aborted transactions overlapping the read: a
 transactional batch of a producer whose aborted transaction began at or before it, until
 that producer's marker), as Kafka's SharePartition archives them
-(filterAbortedTransactionalAcquiredRecords). The answer carries the slice up to the last batch with an acquired offset (sent
-with sendfile) and the acquired ranges; the client delivers only the records in those.
+(filterAbortedTransactionalAcquiredRecords). The answer carries the slice up to the last
+batch with an acquired offset (sent with sendfile) and the acquired ranges; the client
+delivers only the records in those.
 With nothing acquired, the fetch waits (a DelayedShareFetch in the replica manager's fetch
 purgatory, keyed by partition) until an append, a release or a lock timeout makes
 records available, or `max_wait_ms` ends.
