@@ -50,6 +50,7 @@ from kbroker.server.api_table import API_TABLE, CLUSTER_API_TABLE
 from kbroker.server.forwarding import ENVELOPE_API
 from kbroker.server.metadata_support import MetadataSupport, SingleBrokerSupport, ZkSupport
 from kbroker.server.request_services import CurrentBrokerConfig, RequestServices, local_log
+from kbroker.server.share_groups import ShareGroups
 from kbroker.server.topic_admin import SingleBrokerTopicAdmin, TopicAdmin
 from kbroker.server.zk_topic_admin import ZkTopicAdmin
 from kbroker.storage.log import Log
@@ -156,6 +157,8 @@ class BrokerComponents:
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic,
             clustered=self.clustered)
+        self.share_groups = ShareGroups(self, lambda g: g in self.group_coordinator.groups
+                                        or self.group_coordinator.consumer.is_active(g))
         self.transaction_topic = TransactionTopic(self)
         txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
                                             self.transaction_topic)
@@ -370,6 +373,7 @@ class BrokerComponents:
         if self.registry is not None:
             self._reconcile_logs(self.registry)
         self.group_coordinator.startup()
+        self.share_groups.startup()
         if not self.clustered and self.transaction_topic.exists:
             self.support.ensure_transaction_topic()
 
@@ -436,6 +440,7 @@ class BrokerComponents:
             topic_admin=self.topic_admin, replica_manager=self.replica_manager,
             log_manager=self.log_manager,
             fetch_sessions=self.fetch_sessions, group_coordinator=self.group_coordinator,
+            share_groups=self.share_groups,
             offsets_topic=self.offsets_topic, txn_coordinator=self.txn_coordinator,
             transaction_topic=self.transaction_topic, marker_writer=self.marker_writer,
             producer_id_manager=self.producer_id_manager, authorizer=self.authorizer,
@@ -464,6 +469,7 @@ class BrokerComponents:
         try:
             self.txn_coordinator.shutdown()
             self.group_coordinator.shutdown()
+            self.share_groups.shutdown()
             self.log_manager.shutdown()
         finally:
             self.log_dir_locks.release()

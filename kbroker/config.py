@@ -323,6 +323,23 @@ class BrokerConfig:
     group_consumer_max_size: int
     group_consumer_assignors: tuple[str, ...]
     group_consumer_migration_policy: str
+    group_share_session_timeout_ms: int
+    group_share_min_session_timeout_ms: int
+    group_share_max_session_timeout_ms: int
+    group_share_heartbeat_interval_ms: int
+    group_share_min_heartbeat_interval_ms: int
+    group_share_max_heartbeat_interval_ms: int
+    group_share_max_size: int
+    group_share_record_lock_duration_ms: int
+    group_share_min_record_lock_duration_ms: int
+    group_share_max_record_lock_duration_ms: int
+    group_share_delivery_count_limit: int
+    group_share_partition_max_record_locks: int
+    group_share_max_share_sessions: int
+    share_coordinator_state_topic_num_partitions: int
+    share_coordinator_state_topic_replication_factor: int
+    share_coordinator_state_topic_segment_bytes: int
+    share_coordinator_state_topic_min_isr: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     offsets_topic_segment_bytes: int
@@ -579,22 +596,28 @@ CONSUMER_ASSIGNORS = {
 }
 
 
-def _check_consumer_group_keys(values: dict[str, Any]) -> None:
-    """Kafka's GroupCoordinatorConfig checks of the KIP-848 keys; assignor class names
-    become their short names."""
-    for what in ("session_timeout_ms", "heartbeat_interval_ms"):
-        lo, hi = values[f"group_consumer_min_{what}"], values[f"group_consumer_max_{what}"]
-        value = values[f"group_consumer_{what}"]
-        key = "group.consumer." + what.replace("_", ".")
+def _check_bounded(values: dict[str, Any], kind: str, whats: tuple[str, ...]) -> None:
+    """group.<kind>.<what> between group.<kind>.min.<what> and group.<kind>.max.<what>."""
+    for what in whats:
+        lo, hi = values[f"group_{kind}_min_{what}"], values[f"group_{kind}_max_{what}"]
+        value = values[f"group_{kind}_{what}"]
+        dotted = what.replace("_", ".")
         if lo > hi:
-            raise ConfigError(f"group.consumer.min.{what.replace('_', '.')} must be at most "
-                              f"group.consumer.max.{what.replace('_', '.')}")
+            raise ConfigError(f"group.{kind}.min.{dotted} must be at most group.{kind}.max.{dotted}")
         if not lo <= value <= hi:
-            raise ConfigError(f"{key} must be between group.consumer.min.{what.replace('_', '.')} "
-                              f"({lo}) and group.consumer.max.{what.replace('_', '.')} ({hi})")
-    if values["group_consumer_heartbeat_interval_ms"] >= values["group_consumer_session_timeout_ms"]:
-        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than "
-                          "group.consumer.session.timeout.ms")
+            raise ConfigError(f"group.{kind}.{dotted} must be between group.{kind}.min.{dotted} "
+                              f"({lo}) and group.{kind}.max.{dotted} ({hi})")
+    if values[f"group_{kind}_heartbeat_interval_ms"] >= values[f"group_{kind}_session_timeout_ms"]:
+        raise ConfigError(f"group.{kind}.heartbeat.interval.ms must be less than "
+                          f"group.{kind}.session.timeout.ms")
+
+
+def _check_consumer_group_keys(values: dict[str, Any]) -> None:
+    """Kafka's GroupCoordinatorConfig checks of the KIP-848 and the share group keys;
+    assignor class names become their short names."""
+    _check_bounded(values, "consumer", ("session_timeout_ms", "heartbeat_interval_ms"))
+    _check_bounded(values, "share", ("session_timeout_ms", "heartbeat_interval_ms",
+                                     "record_lock_duration_ms"))
     names = []
     for name in values["group_consumer_assignors"]:
         if name not in CONSUMER_ASSIGNORS:

@@ -478,6 +478,42 @@ _COORDINATORS = (
     _key("group.consumer.migration.policy", STRING, "disabled", one_of("disabled"),
          "Classic and consumer members in one group: only `disabled` (no mixed groups; a "
          "classic join to a consumer group answers INCONSISTENT_GROUP_PROTOCOL)."),
+    _key("group.share.session.timeout.ms", INT, 45000, at_least(1),
+         "Share groups (KIP-932): how long a member may go without a heartbeat before it is "
+         "fenced and the records it holds are released."),
+    _key("group.share.min.session.timeout.ms", INT, 45000, at_least(1),
+         "The lower bound of group.share.session.timeout.ms."),
+    _key("group.share.max.session.timeout.ms", INT, 60000, at_least(1),
+         "The upper bound of group.share.session.timeout.ms."),
+    _key("group.share.heartbeat.interval.ms", INT, 5000, at_least(1),
+         "Share groups: how often members are told to heartbeat."),
+    _key("group.share.min.heartbeat.interval.ms", INT, 5000, at_least(1),
+         "The lower bound of group.share.heartbeat.interval.ms."),
+    _key("group.share.max.heartbeat.interval.ms", INT, 15000, at_least(1),
+         "The upper bound of group.share.heartbeat.interval.ms."),
+    _key("group.share.max.size", SHORT, 200, between(1, 1000), "The most members one share group may have."),
+    _key("group.share.record.lock.duration.ms", INT, 30000, at_least(1000),
+         "Share groups: how long a record delivered to a member stays locked to it; unacknowledged "
+         "by then it is delivered again."),
+    _key("group.share.min.record.lock.duration.ms", INT, 15000, at_least(1000),
+         "The lower bound of group.share.record.lock.duration.ms."),
+    _key("group.share.max.record.lock.duration.ms", INT, 60000, at_least(1000),
+         "The upper bound of group.share.record.lock.duration.ms."),
+    _key("group.share.delivery.count.limit", INT, 5, between(2, 10),
+         "Share groups: how many times a record is delivered before it is archived (given up)."),
+    _key("group.share.partition.max.record.locks", INT, 2000, between(100, 10000),
+         "Share groups: the most records of one share partition in flight (acquired or to be "
+         "delivered again) at a time."),
+    _key("group.share.max.share.sessions", INT, 2000, at_least(1),
+         "The most share sessions (one per share consumer) this broker keeps."),
+    _key("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1),
+         "The partition count of __share_group_state (fixed once it exists)."),
+    _key("share.coordinator.state.topic.replication.factor", SHORT, 3, at_least(1),
+         "The replication factor of __share_group_state (cluster mode; a single broker keeps one)."),
+    _key("share.coordinator.state.topic.segment.bytes", INT, 104857600, at_least(1),
+         "The segment size of __share_group_state."),
+    _key("share.coordinator.state.topic.min.isr", SHORT, 2, at_least(1),
+         "The min.insync.replicas of __share_group_state (cluster mode)."),
     _key("offsets.topic.num.partitions", INT, 50, at_least(1),
          "The partition count of __consumer_offsets (fixed once it exists)."),
     _key("offsets.topic.replication.factor", SHORT, 3, at_least(1),
@@ -580,6 +616,23 @@ TOPIC_CONFIGS = ConfigDef(sorted(
     [*(topic for _, topic in _LOG_CONFIGS), *_TOPIC_ONLY, *_TOPIC_WITH_UNITS],
     key=lambda k: k.name,
 ))
+
+# A group's own configs (Kafka's GroupConfig; IncrementalAlterConfigs on a GROUP resource,
+# `kafka-configs --entity-type groups`): the share group keys kbroker implements. Each
+# falls back to its broker synonym, else its default.
+GROUP_CONFIGS = ConfigDef([
+    ConfigKey("share.auto.offset.reset", STRING, "latest", one_of("latest", "earliest"),
+              "Where a share group starts on a partition it never consumed: the log end "
+              "(latest) or the log start (earliest)."),
+    ConfigKey("share.isolation.level", STRING, "read_uncommitted", one_of("read_uncommitted", "read_committed"),
+              "Which records a share group gets: all appended ones up to the high watermark "
+              "(read_uncommitted), or only those of committed transactions, up to the last "
+              "stable offset (read_committed; an aborted transaction's records are archived)."),
+    ConfigKey("share.record.lock.duration.ms", INT, 30000, at_least(1000),
+              "How long a record delivered to a member of this share group stays locked to it "
+              "(within group.share.min/max.record.lock.duration.ms).",
+              synonyms=("group.share.record.lock.duration.ms",)),
+])
 
 # Kafka keys that tune only what kbroker does not have: accepted, with no effect.
 ACCEPTED_WITHOUT_EFFECT: dict[str, str] = {

@@ -37,6 +37,11 @@ versions:
   librdkafka 2.5+ pushes by default) and ListConfigResources 0-1 (v0: 3.7's
   ListClientMetricsResources; v1: KIP-1142, 4.1). Apache Kafka answers the telemetry APIs
   only in KRaft mode with a metrics reporter plugin; kbroker always (kbroker.telemetry).
+- ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1-2, ShareAcknowledge 1-2
+  (KIP-932 share groups, as Kafka 4.1+ and librdkafka 2.16's ShareConsumer; v0 was 4.0's
+  early access), and the share-group admin APIs DescribeShareGroupOffsets 0-1 (v1:
+  KIP-1226's lag), AlterShareGroupOffsets 0, DeleteShareGroupOffsets 0: a single broker
+  only (docs/share-groups.md).
 Not advertised, though codecs exist:
 - Produce 12-13, TxnOffsetCommit 5-6, EndTxn 5: Produce 12, TxnOffsetCommit 5 and EndTxn 5
   are KIP-890's transaction version 2 (partitions join a transaction implicitly, the
@@ -52,8 +57,9 @@ Not advertised, though codecs exist:
   poll never returns; tests/integration/test_kafka_python_suite.py), so it stays at 4
   until that is understood.
 - InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
-- The APIs Kafka 4 added that kbroker does not serve (share groups, streams groups,
-  KRaft's) have codecs but no handler, so they are not in the table and not advertised.
+- The APIs Kafka 4 added that kbroker does not serve (the share coordinator's
+  Initialize/Read/Write/DeleteShareGroupState, streams groups, KRaft's) have codecs but no handler, so they are not in the
+  table and not advertised.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ from kbroker.server.apis import alter_configs as alter_configs
 from kbroker.server.apis import alter_partition as alter_partition
 from kbroker.server.apis import alter_partition_reassignments as alter_partition_reassignments
 from kbroker.server.apis import alter_replica_log_dirs as alter_replica_log_dirs
+from kbroker.server.apis import alter_share_group_offsets as alter_share_group_offsets
 from kbroker.server.apis import alter_user_scram_credentials as alter_user_scram_credentials
 from kbroker.server.apis import api_versions as api_versions
 from kbroker.server.apis import consumer_group_describe as consumer_group_describe
@@ -80,6 +87,7 @@ from kbroker.server.apis import create_topics as create_topics
 from kbroker.server.apis import delete_acls as delete_acls
 from kbroker.server.apis import delete_groups as delete_groups
 from kbroker.server.apis import delete_records as delete_records
+from kbroker.server.apis import delete_share_group_offsets as delete_share_group_offsets
 from kbroker.server.apis import delete_topics as delete_topics
 from kbroker.server.apis import describe_acls as describe_acls
 from kbroker.server.apis import describe_client_quotas as describe_client_quotas
@@ -88,6 +96,7 @@ from kbroker.server.apis import describe_configs as describe_configs
 from kbroker.server.apis import describe_groups as describe_groups
 from kbroker.server.apis import describe_log_dirs as describe_log_dirs
 from kbroker.server.apis import describe_producers as describe_producers
+from kbroker.server.apis import describe_share_group_offsets as describe_share_group_offsets
 from kbroker.server.apis import describe_topic_partitions as describe_topic_partitions
 from kbroker.server.apis import describe_transactions as describe_transactions
 from kbroker.server.apis import describe_user_scram_credentials as describe_user_scram_credentials
@@ -116,6 +125,10 @@ from kbroker.server.apis import produce as produce
 from kbroker.server.apis import push_telemetry as push_telemetry
 from kbroker.server.apis import sasl_authenticate as sasl_authenticate
 from kbroker.server.apis import sasl_handshake as sasl_handshake
+from kbroker.server.apis import share_acknowledge as share_acknowledge
+from kbroker.server.apis import share_fetch as share_fetch
+from kbroker.server.apis import share_group_describe as share_group_describe
+from kbroker.server.apis import share_group_heartbeat as share_group_heartbeat
 from kbroker.server.apis import stop_replica as stop_replica
 from kbroker.server.apis import sync_group as sync_group
 from kbroker.server.apis import txn_offset_commit as txn_offset_commit
@@ -149,6 +162,13 @@ API_TABLE: dict[int, ApiSpec] = {
         _spec(ApiKey.OFFSET_DELETE, 0, 0, offset_delete),
         _spec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat),
         _spec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe),
+        _spec(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, share_group_heartbeat),
+        _spec(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share_group_describe),
+        _spec(ApiKey.SHARE_FETCH, 1, 2, share_fetch),
+        _spec(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, share_acknowledge),
+        _spec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, describe_share_group_offsets),
+        _spec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, alter_share_group_offsets),
+        _spec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, delete_share_group_offsets),
         _spec(ApiKey.INIT_PRODUCER_ID, 0, 5, init_producer_id),
         _spec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn),
         _spec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn),
@@ -191,8 +211,13 @@ API_TABLE: dict[int, ApiSpec] = {
 # UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
 # (WriteTxnMarkers, a coordinator's request to partition leaders, is in both tables, as
 # Kafka 3.9 advertises it: admin tools abort hanging transactions with it.)
+# Share groups are the single broker's for now (docs/share-groups.md): a cluster does not
+# advertise them until their coordinator and state follow leadership.
+SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
+                              ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                              ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 CLUSTER_API_TABLE: dict[int, ApiSpec] = {
-    **API_TABLE,
+    **{k: s for k, s in API_TABLE.items() if k not in SHARE_GROUP_APIS},
     **{
         s.api_key: s
         for s in (

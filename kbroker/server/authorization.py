@@ -17,6 +17,7 @@ from typing import Any
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
 from kbroker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from kbroker.server.config_describe import ResourceType as ConfigResourceType
 from kbroker.server.request_context import RequestContext
 
 Op = AclOperation | str
@@ -131,8 +132,15 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.HEARTBEAT: _group("READ"),
     ApiKey.LEAVE_GROUP: _group("READ"),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _group("READ"),
+    ApiKey.SHARE_GROUP_HEARTBEAT: _group("READ"),
+    # READ on each topic: the handlers; a null group id is the handler's INVALID_REQUEST
+    ApiKey.SHARE_FETCH: lambda ctx, r: None if r.group_id is None else _group("READ")(ctx, r),
+    ApiKey.SHARE_ACKNOWLEDGE: lambda ctx, r: None if r.group_id is None else _group("READ")(ctx, r),
     ApiKey.OFFSET_COMMIT: _group("READ"),
     ApiKey.OFFSET_DELETE: _group("DELETE"),
+    # share-group offsets (KIP-932): the topics (READ) are the handlers'
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _group("READ"),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _group("DELETE"),
     ApiKey.TXN_OFFSET_COMMIT: lambda ctx, r: _txn(ctx, r.transactional_id) or (
         None if authorize_group(ctx, "READ", r.group_id) else _G),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
@@ -162,7 +170,7 @@ REQUEST_CHECKS: dict[int, Check] = {
 HANDLER_CHECKED = frozenset({
     ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.OFFSET_FETCH,
     ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS,
-    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
     ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS,
@@ -188,7 +196,9 @@ def request_refusal(ctx: RequestContext, request: Any) -> int | None:
 
 def config_refusal(ctx: RequestContext, resource_type: int, name: str, op: Op) -> int | None:
     """DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and IncrementalAlterConfigs
-    (ALTER_CONFIGS): a topic's on the topic, a broker's or broker logger's on the cluster."""
+    (ALTER_CONFIGS): a topic's on the topic, a group's on the group, a broker's or broker logger's on the cluster."""
     if resource_type == ResourceType.TOPIC:
         return None if authorize_topic(ctx, op, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == ConfigResourceType.GROUP:
+        return None if authorize_group(ctx, op, name) else ErrorCode.GROUP_AUTHORIZATION_FAILED
     return None if authorize_cluster(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED

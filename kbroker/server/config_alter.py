@@ -17,7 +17,8 @@ IncrementalAlterConfigs (kbroker.server.broker_loggers); CLIENT_METRICS (16), on
 subscription of client metrics (KIP-714) each, are checked as Kafka's
 ClientMetricsConfigs (kbroker.telemetry.client_metrics_configs: an unknown key or a bad
 value -> INVALID_CONFIG, an empty name -> INVALID_REQUEST) and stored by
-kbroker.telemetry.client_metrics_store; other resource types -> INVALID_REQUEST.
+kbroker.telemetry.client_metrics_store; a GROUP (32)'s share group keys are kept
+beside the logs (kbroker.server.group_config); other resource types -> INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from typing import Any, NamedTuple
 
 from kbroker.cluster.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from kbroker.common.config_def import ConfigDef, ConfigError
-from kbroker.common.configs import BROKER_CONFIGS, TOPIC_CONFIGS
+from kbroker.common.configs import BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_CONFIGS
 from kbroker.common.error_code import ErrorCode
 from kbroker.config import BrokerConfig
 from kbroker.server import authorization as authz
-from kbroker.server import broker_loggers
+from kbroker.server import broker_loggers, group_config
 from kbroker.server.config_describe import ResourceType
 from kbroker.server.metadata_support import MetadataSupport
 from kbroker.server.request_context import RequestContext
@@ -104,6 +105,9 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
         return
     if res.resource_type == ResourceType.CLIENT_METRICS:
         await _alter_client_metrics(services.client_metrics_configs, res, plan, validate_only)
+        return
+    if res.resource_type == ResourceType.GROUP:
+        _alter_group(ctx, res, plan, validate_only)
         return
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
@@ -177,6 +181,22 @@ _ABSENT = (
     (("metric.reporters",), "kbroker has no pluggable metric reporters"),
     (("remote.log.",), "kbroker has no tiered storage"),
 )
+
+
+def _alter_group(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) -> None:
+    """A GROUP resource (server/group_config.py); a single broker's only, for now."""
+    store = ctx.services.share_groups.configs
+    if store is None:
+        raise AdminError(ErrorCode.INVALID_REQUEST, "Group configs are not stored in cluster mode yet.")
+    if not res.resource_name:
+        raise AdminError(ErrorCode.INVALID_REQUEST, "The group name can't be empty.")
+    broker = ctx.services.config
+    overrides = plan(res, store.get(res.resource_name),
+                     Inherited(GROUP_CONFIGS, lambda name: group_config.inherited(broker, name)))
+    group_config.check(broker, overrides)
+    if not validate_only:
+        store.set(res.resource_name, overrides)
+        log.info("group %s configs now %s", res.resource_name, overrides)
 
 
 def _why_not_live(names: Sequence[str]) -> list[str]:

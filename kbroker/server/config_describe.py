@@ -38,6 +38,7 @@ class ResourceType(IntEnum):
     BROKER = 4
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
+    GROUP = 32
 
 
 class ConfigSource(IntEnum):
@@ -51,6 +52,7 @@ class ConfigSource(IntEnum):
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from kbroker.security.credentials import ScramCredentialStore
     from kbroker.security.quotas import ClientQuotas
     from kbroker.server.metadata_support import MetadataSupport
+    from kbroker.server.share_groups import ShareGroups
     from kbroker.server.topic_admin import TopicAdmin
     from kbroker.storage.log import Log
     from kbroker.storage.log_manager import LogManager
@@ -100,6 +101,7 @@ class RequestServices:
     log_manager: LogManager
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
+    share_groups: ShareGroups  # KIP-932: share group membership, sessions, partitions, state
     offsets_topic: OffsetsTopic
     txn_coordinator: TransactionCoordinator
     transaction_topic: TransactionTopic

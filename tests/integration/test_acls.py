@@ -199,6 +199,33 @@ def _describe_scram(broker: Broker) -> None:
     _raise(_wire_call(broker, D(users=None), 0).error_code)
 
 
+def _share_offsets(broker: Broker, api: str) -> None:
+    """The share-group offsets APIs on the wire (no Python client has them). Alter and
+    delete of a group that is no share group answer GROUP_ID_NOT_FOUND once authorized:
+    that counts as let through here."""
+    from kbroker.protocol.messages.alter_share_group_offsets import (
+        AlterShareGroupOffsetsRequest as A,
+    )
+    from kbroker.protocol.messages.delete_share_group_offsets import (
+        DeleteShareGroupOffsetsRequest as X,
+    )
+    from kbroker.protocol.messages.describe_share_group_offsets import (
+        DescribeShareGroupOffsetsRequest as D,
+    )
+
+    if api == "describe":
+        r = _wire_call(broker, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=GROUP, topics=[
+            D.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[0])])]), 1).groups[0]
+        _raise(r.error_code or next((p.error_code for t in r.topics for p in t.partitions if p.error_code), 0))
+        return
+    if api == "alter":
+        r = _wire_call(broker, A(group_id=GROUP, topics=[A.AlterShareGroupOffsetsRequestTopic(
+            topic_name=TOPIC, partitions=[A.AlterShareGroupOffsetsRequestPartition(partition_index=0)])]), 0)
+    else:
+        r = _wire_call(broker, X(group_id=GROUP, topics=[X.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)]), 0)
+    _raise(0 if r.error_code == KafkaError.GROUP_ID_NOT_FOUND else r.error_code)
+
+
 def _admin(broker: Broker) -> AdminClient:
     """alice's AdminClient (`alice_admin`)."""
     return _ADMINS[id(broker)]
@@ -255,6 +282,12 @@ CASES: list[tuple[str, list[tuple[Any, str, Any]], Callable[[Broker], Any], int]
     ("describe_groups", [(*GROUP_R, AclOperation.DESCRIBE)],
      lambda b: _result(_admin(b).describe_consumer_groups([GROUP])),
      KafkaError.GROUP_AUTHORIZATION_FAILED),
+    ("describe_share_group_offsets", [(*GROUP_R, AclOperation.DESCRIBE), (*TOPIC_R, AclOperation.DESCRIBE)],
+     lambda b: _share_offsets(b, "describe"), KafkaError.GROUP_AUTHORIZATION_FAILED),
+    ("alter_share_group_offsets", [(*GROUP_R, AclOperation.READ)],
+     lambda b: _share_offsets(b, "alter"), KafkaError.GROUP_AUTHORIZATION_FAILED),
+    ("delete_share_group_offsets", [(*GROUP_R, AclOperation.DELETE)],
+     lambda b: _share_offsets(b, "delete"), KafkaError.GROUP_AUTHORIZATION_FAILED),
     ("delete_records", [(*TOPIC_R, AclOperation.DELETE)],
      lambda b: _result(_admin(b).delete_records([TopicPartition(TOPIC, 1, 0)])),
      KafkaError.TOPIC_AUTHORIZATION_FAILED),

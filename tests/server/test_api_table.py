@@ -59,3 +59,11 @@ def test_removed_apis_only_in_the_cluster_table() -> None:
     for key in (4, 5, 6, 7):  # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown
         assert key not in API_TABLE
         assert CLUSTER_API_TABLE[key].max_version == VALID_VERSIONS[key][1]
+
+
+def test_share_group_apis_only_in_the_single_broker_table() -> None:
+    """KIP-932 on the single broker: v1 of the heartbeat and describe, v1-2 of ShareFetch and
+    ShareAcknowledge (v0, Kafka 4.0's early access, is not served); a cluster has none yet."""
+    assert [(API_TABLE[k].min_version, API_TABLE[k].max_version) for k in (76, 77, 78, 79)] == [
+        (1, 1), (1, 1), (1, 2), (1, 2)]
+    assert not {76, 77, 78, 79} & set(CLUSTER_API_TABLE)

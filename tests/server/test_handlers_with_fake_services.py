@@ -205,7 +205,7 @@ def services(*infos: TopicInfo, support: MetadataSupport | None = None, brokers:
         topic_admin=RecordingTopicAdmin(config, topics, cluster),
         replica_manager=FakeReplicaManager(),  # type: ignore[arg-type]
         log_manager=unused, fetch_sessions=unused,
-        group_coordinator=unused, offsets_topic=unused, txn_coordinator=unused,
+        group_coordinator=unused, share_groups=unused, offsets_topic=unused, txn_coordinator=unused,
         transaction_topic=unused, marker_writer=unused, producer_id_manager=unused,
         authorizer=None, client_quotas=unused, scram_credentials=unused, topic_stats=unused,
         client_metrics_configs=unused, client_metrics_manager=unused,

@@ -19,11 +19,15 @@ from kbroker.protocol.messages.consumer_group_describe import (
 )
 from kbroker.security.acl import ResourceType
 from kbroker.server import authorization as authz
-from kbroker.server.apis.group_support import coordinator
+from kbroker.server.apis.group_support import (
+    UNSET_OPERATIONS,
+    coordinator,
+    described_assignment,
+    described_failure,
+)
 from kbroker.server.request_context import RequestContext
 
 R = ConsumerGroupDescribeResponse
-UNSET_OPERATIONS = -(2**31)
 CONSUMER_MEMBER = 1  # v1 (KIP-1099) member_type: 0 classic, 1 consumer; every member here is one
 
 
@@ -64,15 +68,11 @@ def _names(ctx: RequestContext) -> dict[uuid.UUID, str]:
 
 
 def _assignment(a: Assignment, names: dict[uuid.UUID, str]) -> R.Assignment:
-    return R.Assignment(topic_partitions=[
-        R.TopicPartitions(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
-        for t, ps in sorted(a.items(), key=lambda x: names.get(x[0], ""))])
+    return described_assignment(R, a, names)
 
 
 def _failed(group_id: str, code: int, message: str | None = None) -> R.DescribedGroup:
-    return R.DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
-                            group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
-                            authorized_operations=UNSET_OPERATIONS)
+    return described_failure(R, group_id, code, message)
 
 
 def error_response(request: ConsumerGroupDescribeRequest, version: int, code: int

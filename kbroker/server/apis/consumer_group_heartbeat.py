@@ -25,7 +25,7 @@ from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from kbroker.server.apis.group_support import client_host, coordinator
+from kbroker.server.apis.group_support import client_host, coordinator, heartbeat_response
 from kbroker.server.apis.offset_commit import commit_timeout_s
 from kbroker.server.request_context import RequestContext
 
@@ -45,16 +45,9 @@ def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
         request.rebalance_timeout_ms, request.subscribed_topic_names,
         request.subscribed_topic_regex if ctx.api_version >= 1 else None, request.server_assignor, owned,
         ctx.client_id or "", client_host(ctx), ctx.api_version), ctx.services.topics)
+    response = heartbeat_response(R, result)
     if result.error_code != ErrorCode.NONE:
-        return R(error_code=result.error_code, error_message=result.error_message, member_id=None,
-                 member_epoch=-1)
-    assignment = None
-    if result.assignment is not None:
-        assignment = R.Assignment(topic_partitions=[
-            R.TopicPartitions(topic_id=t, partitions=sorted(ps))
-            for t, ps in sorted(result.assignment.items(), key=lambda x: str(x[0]))])
-    response = R(error_code=ErrorCode.NONE, member_id=result.member_id, member_epoch=result.member_epoch,
-                 heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+        return response
     services = ctx.services
     waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
     return response if waited is None else _after_replication(response, waited)

@@ -1,10 +1,13 @@
 """DeleteGroups (key 42), v0-3: delete Empty groups and their offsets (tombstones in
 __consumer_offsets); NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND.
 
+A share group (KIP-932) is deleted first, as Kafka's GroupCoordinatorService.deleteGroups
+does: its share partition states get tombstones in __share_group_state, then the group
+goes (server/share_group_offsets.py); GROUP_DELETION_FAILED when a state could not be
+deleted (the group stays). DELETE on each group, else GROUP_AUTHORIZATION_FAILED.
+
 v3 (Kafka 4.4) adds a per-group error_message: null when the group was deleted, else the
-error's message (Kafka's GROUP_DELETION_FAILED, for a share group whose state could not be
-deleted, is the case it was made for; kbroker has no share groups, so its errors are the
-ones above, each with Kafka's default message)."""
+error's message (Kafka's default message of each code)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,11 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     allowed = [g for g in request.groups_names if authz.authorize_group(ctx, "DELETE", g)]
-    results = coordinator(ctx).delete_groups(allowed) if allowed else {}
+    share = ctx.services.share_groups
+    results = {g: share.offsets.delete_group(g) for g in allowed if share.coordinator.describe(g) is not None}
+    others = [g for g in allowed if g not in results]
+    if others:
+        results.update(coordinator(ctx).delete_groups(others))
     for g in request.groups_names:
         results.setdefault(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return DeleteGroupsResponse(results=[_result(g, results[g])

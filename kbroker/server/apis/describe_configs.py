@@ -33,7 +33,7 @@ from kbroker.protocol.messages.describe_configs import (
     DescribeConfigsResponse,
 )
 from kbroker.server import authorization as authz
-from kbroker.server import broker_loggers
+from kbroker.server import broker_loggers, group_config
 from kbroker.server.config_describe import (
     ConfigDescription,
     ConfigSource,
@@ -115,6 +115,9 @@ def _describe(
         return broker_loggers.describe(keys)
     if res.resource_type == ResourceType.CLIENT_METRICS:
         return _client_metrics(ctx, res.resource_name, keys, docs)
+    if res.resource_type == ResourceType.GROUP and services.share_groups.configs is not None:
+        return group_config.describe(services.config, services.share_groups.configs.get(res.resource_name),
+                                     keys, docs)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
 
 

@@ -38,7 +38,8 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
             continue
         err, group = coord.describe_group(group_id)
         message = f"Group {group_id} not found."
-        if err == ErrorCode.NONE and coord.consumer.state_of(group_id) is not None:
+        if err == ErrorCode.NONE and (coord.consumer.state_of(group_id) is not None
+                                      or ctx.services.share_groups.coordinator.describe(group_id) is not None):
             group, message = None, f"Group {group_id} is not a classic group."
         if err == ErrorCode.NONE and ctx.api_version >= 6 and (group is None or group.is_(GroupState.DEAD)):
             out.append(Group(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message,

@@ -1,12 +1,16 @@
-"""What the group API handlers share: the coordinator, the client host, and parking a
-request on a coordinator callback (JoinGroup and SyncGroup wait for the rebalance)."""
+"""What the group API handlers share: the coordinator, the client host, parking a
+request on a coordinator callback (JoinGroup and SyncGroup wait for the rebalance), and
+the parts the KIP-848 and the share group APIs answer alike (a heartbeat's answer, a
+described group's assignment and failure)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.group_coordinator import GroupCoordinator
 from kbroker.server.request_context import RequestContext
 
@@ -46,3 +50,35 @@ def complete_or_park(start: Callable[[Callable[[Any], None]], None],
         return respond(await fut)
 
     return wait()
+
+
+UNSET_OPERATIONS = -(2**31)
+Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+def heartbeat_response(response: Any, result: Any) -> Any:
+    """A ConsumerGroupHeartbeat or ShareGroupHeartbeat answer (`response` its class) from
+    the coordinator's result: the error, or the member's epoch, interval and assignment."""
+    if result.error_code != ErrorCode.NONE:
+        return response(error_code=result.error_code, error_message=result.error_message, member_id=None,
+                        member_epoch=-1)
+    assignment = None
+    if result.assignment is not None:
+        assignment = response.Assignment(topic_partitions=[
+            response.TopicPartitions(topic_id=t, partitions=sorted(ps))
+            for t, ps in sorted(result.assignment.items(), key=lambda x: str(x[0]))])
+    return response(error_code=ErrorCode.NONE, member_id=result.member_id, member_epoch=result.member_epoch,
+                    heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+
+
+def described_assignment(response: Any, a: Assignment, names: dict[uuid.UUID, str]) -> Any:
+    """A ConsumerGroupDescribe or ShareGroupDescribe member's assignment, with topic names."""
+    return response.Assignment(topic_partitions=[
+        response.TopicPartitions(topic_id=t, topic_name=names.get(t, ""), partitions=sorted(ps))
+        for t, ps in sorted(a.items(), key=lambda x: names.get(x[0], ""))])
+
+
+def described_failure(response: Any, group_id: str, code: int, message: str | None = None) -> Any:
+    return response.DescribedGroup(error_code=code, error_message=message, group_id=group_id, group_state="",
+                                   group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+                                   authorized_operations=UNSET_OPERATIONS)

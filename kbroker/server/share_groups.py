@@ -1,0 +1,103 @@
+"""ShareGroups: the parts of KIP-932 share groups a broker runs, built together by the
+wiring and handed to the request handlers as one service.
+
+- `coordinator` (coordinator/share_group.py): membership and assignment by
+  ShareGroupHeartbeat;
+- `sessions` (server/share_session_cache.py): the share sessions of ShareFetch and
+  ShareAcknowledge;
+- `partitions` (server/share_partition_manager.py): the share partitions, their
+  acquisitions, locks and acknowledgements;
+- `state` (coordinator/share_coordinator.py): their persisted state in
+  `__share_group_state`;
+- `offsets` (server/share_group_offsets.py): what the share-group admin APIs read and
+  change (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets,
+  DeleteGroups of a share group).
+
+At startup every group with a persisted share partition state is known again, empty
+(members join anew), so it is listed, described and deleted as before the restart.
+
+A member leaving or fenced releases what it holds; so does its share session closing
+or being replaced. Timers (session timeouts, acquisition locks) run on one Timers,
+attached to the broker's loop at startup.
+
+Lock: the broker's event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kbroker.coordinator.internal_topic import CoordinatorBroker
+from kbroker.coordinator.share_coordinator import ShareCoordinator, ShareStateTopic
+from kbroker.coordinator.share_group import ShareGroupConfig, ShareGroupCoordinator
+from kbroker.coordinator.share_partition import SharePartitionConfig
+from kbroker.coordinator.timers import Timers
+from kbroker.metadata.group_configs import GroupConfigStore
+from kbroker.server import group_config
+from kbroker.server.share_group_offsets import ShareGroupOffsets
+from kbroker.server.share_partition_manager import SharePartitionManager
+from kbroker.server.share_session_cache import ShareSession, ShareSessionCache
+
+if TYPE_CHECKING:
+    from kbroker.config import BrokerConfig
+
+
+def coordinator_config(c: BrokerConfig) -> ShareGroupConfig:
+    return ShareGroupConfig(c.group_share_session_timeout_ms, c.group_share_heartbeat_interval_ms,
+                            c.group_share_max_size)
+
+
+class ShareGroups:
+    def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool]) -> None:
+        config = broker.config
+        self.broker = broker
+        # a GROUP resource's configs (a single broker's: cluster mode has none yet)
+        self.configs = None if broker.clustered else GroupConfigStore(config.log_dirs[0])
+        self.timers = Timers(broker.time)
+        self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active)
+        self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
+        self.state = ShareCoordinator(ShareStateTopic(broker))
+        self.partitions = SharePartitionManager(
+            broker.replica_manager, broker.topics, self.timers, self.partition_config, self.state,
+            lambda group_id: self.group_config(group_id)["share.auto.offset.reset"])
+        self.offsets = ShareGroupOffsets(self.coordinator, self.state, self.partitions, broker.topics,
+                                         broker.replica_manager)
+        self.coordinator.add_member_removed_listener(self._member_removed)
+
+    def group_config(self, group_id: str) -> dict[str, Any]:
+        """The group's configs, typed (server/group_config.py)."""
+        overrides = self.configs.get(group_id) if self.configs is not None else {}
+        return group_config.effective(self.broker.config, overrides)
+
+    def partition_config(self, group_id: str) -> SharePartitionConfig:
+        c = self.broker.config
+        group = self.group_config(group_id)
+        return SharePartitionConfig(group["share.record.lock.duration.ms"], c.group_share_delivery_count_limit,
+                                    c.group_share_partition_max_record_locks,
+                                    group["share.isolation.level"] == "read_committed")
+
+    def _member_removed(self, group_id: str, member_id: str) -> None:
+        self.sessions.close(group_id, member_id)
+        self.partitions.release_member(group_id, member_id)
+
+    def session_closed(self, session: ShareSession | None) -> None:
+        if session is not None:
+            self.partitions.release_member(session.group_id, session.member_id, list(session.partitions))
+
+    def startup(self) -> None:
+        try:
+            self.timers.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        if self.configs is not None:
+            self.configs.load()
+        self.state.load()
+        for group_id in dict.fromkeys(key[0] for key in self.state.states):
+            self.coordinator.restore_group(group_id)
+
+    def shutdown(self) -> None:
+        self.timers.close()
+        self.coordinator.shutdown()
+        self.partitions.shutdown()
