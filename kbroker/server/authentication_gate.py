@@ -81,6 +81,7 @@ class AuthenticationGate:
     def _init_gate(self) -> None:
         server = self.server
         security = server.listener_security(self.listener_name)
+        self.security_protocol = security.protocol  # the listener's, as the request log says
         self.principal: KafkaPrincipal = ANONYMOUS
         self.sasl: SaslAuthenticator | None = None
         self.tls: TlsChannel | None = None

@@ -13,7 +13,10 @@ connection's queue), one line in the spirit of Kafka's "Completed request":
     localTimeMs=0.303 remoteTimeMs=0.000 throttleTimeMs=0 responseQueueTimeMs=0.018
     sendTimeMs=0.170
 
-(one line; wrapped here). `errors` counts every error_code of the response, per
+(one line; wrapped here). securityProtocol is the listener's (PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL) and principal the connection's when the request was logged
+(User:ANONYMOUS before a SASL handshake completes, then the authenticated user; on SSL the
+certificate's mapped name), as Kafka's RequestChannel logs them. `errors` counts every error_code of the response, per
 partition included ("3 x NONE, 1 x NOT_LEADER_OR_FOLLOWER"); `errorMessages` lists
 each non-empty error_message. A request without a response shows `errors=[no
 response]` (acks=0) or `errors=[no response, connection closed]`. clientSoftware is
@@ -65,8 +68,6 @@ if TYPE_CHECKING:
 
 LOGGER_NAME = "kafka.request.logger"
 MAX_BODY_CHARS = 2000
-PRINCIPAL = "User:ANONYMOUS"  # no authentication yet: Kafka's principal on PLAINTEXT
-SECURITY_PROTOCOL = "PLAINTEXT"
 UNKNOWN_SOFTWARE = "unknown/unknown"  # Kafka's ClientInformation.UNKNOWN_NAME_OR_VERSION
 
 request_logger = logging.getLogger(LOGGER_NAME)
@@ -193,7 +194,7 @@ def _completed_line(entry: LoggedRequest, codes: Counter[str], messages: list[st
         f"correlationId={entry.correlation_id} clientId={json.dumps(entry.client_id)} "
         f"clientSoftware={conn.client_software or UNKNOWN_SOFTWARE} "
         f"connection={conn.connection_id} listener={conn.listener_name} "
-        f"securityProtocol={SECURITY_PROTOCOL} principal={PRINCIPAL} "
+        f"securityProtocol={conn.security_protocol} principal={conn.principal} "
         f"errors=[{shown}]{message_part} requestBytes={entry.request_bytes} "
         f"responseBytes={entry.response_bytes} totalTimeMs={_ms(end - entry.received_ns)} "
         f"requestQueueTimeMs={_ms(entry.started_ns - entry.received_ns)} "
