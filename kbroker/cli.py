@@ -15,7 +15,8 @@ arguments the broker listens on PLAINTEXT://127.0.0.1:9092 with data in
 with the real port when the listener asked for port 0. The operations listener
 (operations.listener: /metrics, /healthz, /readyz, the web console; kbroker.ops) is on
 at 127.0.0.1:9404 unless the configuration sets it (empty: off); when that default port
-is taken the broker logs it and runs without. SIGTERM or SIGINT stops
+is taken it takes a free port (logged), and the ready line ends with the console's URL
+(`, console at http://127.0.0.1:9404`). SIGTERM or SIGINT stops
 it gracefully (exit 0). A bad configuration exits 2 with the reason.
 `--help-config` prints every broker and topic key from the one table of keys
 (kbroker.common.configs): type, default, valid values, documentation.
@@ -57,6 +58,7 @@ from kbroker.tools import transactions as transactions_cli
 
 if TYPE_CHECKING:
     from kbroker.server.listener import BindError
+    from kbroker.storage.log_dir_lock import LogDirLockedError
 
 EXIT_CONFIG_ERROR = 2
 
@@ -136,6 +138,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kbroker.common.errors import KafkaError
     from kbroker.config import BrokerConfig
     from kbroker.server.listener import BindError
+    from kbroker.storage.log_dir_lock import LogDirLockedError
     from kbroker.utils.malloc import keep_frame_buffers_in_heap
     from kbroker.utils.rlimit import raise_open_file_limit
 
@@ -177,6 +180,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     except (OSError, KafkaError) as e:  # a dir, ZooKeeper, the cluster id...
         print(f"kbroker: cannot start: {e}", file=sys.stderr)
+        if isinstance(e, LogDirLockedError):
+            print(_log_dir_taken_hint(e), file=sys.stderr)
         return 1
     if broker.failure is not None:
         print(f"kbroker: stopped: {broker.failure}", file=sys.stderr)
@@ -191,6 +196,13 @@ def _port_taken_hint(e: BindError) -> str:
     return (f"kbroker: another process listens on {e.url_host}:{port} (a broker already "
             f"running?); `ss -ltnp 'sport = :{port}'` shows which. To listen elsewhere: "
             f"--override listeners={other}")
+
+
+def _log_dir_taken_hint(e: LogDirLockedError) -> str:
+    """What to do when another broker holds a log dir (its `.lock`)."""
+    return (f"kbroker: each broker needs its own log.dirs, and another broker uses "
+            f"{e.log_dir}. To run a second one: --override log.dirs={e.log_dir.rstrip('/')}-2 "
+            f"(with a listeners override of its own)")
 
 
 # Subcommands that are Kafka clients (the `tools` extra); `serve` needs none of it, nor

@@ -33,9 +33,7 @@ class LogDirLocks:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     os.close(fd)
-                    raise LogDirLockedError(
-                        f"Failed to acquire lock on file {LOCK_FILE} in {os.path.abspath(d)}. "
-                        "A broker in another process or thread is using this directory.") from None
+                    raise LogDirLockedError(os.path.abspath(d)) from None
                 self._fds.append(fd)
         except BaseException:
             self.release()
@@ -48,4 +46,9 @@ class LogDirLocks:
 
 
 class LogDirLockedError(KafkaStorageError):
-    pass
+    """Another broker holds `log_dir` (Kafka's message, naming the dir)."""
+
+    def __init__(self, log_dir: str) -> None:
+        super().__init__(f"Failed to acquire lock on file {LOCK_FILE} in {log_dir}. "
+                         "A broker in another process or thread is using this directory.")
+        self.log_dir = log_dir

@@ -29,6 +29,9 @@ def test_second_serve_on_a_locked_dir_refuses_naming_it(broker_factory: Any, tmp
         second.start()
     assert "Failed to acquire lock on file .lock in " + str(first.log_dir) in str(e.value)
     assert "kbroker: cannot start" in str(e.value)
+    # as the port-in-use message does, it says what to do: a log.dirs of its own
+    assert ("each broker needs its own log.dirs, and another broker uses "
+            f"{first.log_dir}. To run a second one: --override log.dirs={first.log_dir}-2") in str(e.value)
     # the first broker serves on, and its dir was not touched by the second
     assert first.proc is not None and first.proc.poll() is None
     first.stop()
