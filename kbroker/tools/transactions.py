@@ -14,6 +14,9 @@ partition's leader (DescribeProducers). `abort` has the partition's leader write
 ABORT marker for a transaction whose coordinator will not (a hanging transaction), as
 Kafka's Admin.abortTransaction does with WriteTxnMarkers; with --start-offset, the
 producer whose transaction starts there is looked up with DescribeProducers first.
+On success it prints which producer's transaction it aborted (Kafka's tool prints
+nothing). Absent values print as Kafka's tool prints them: "None" for a start offset or
+time no transaction has, -1 for a coordinator epoch the leader does not know.
 
 confluent-kafka's AdminClient has none of these APIs, so the tool speaks them itself
 through kbroker's own client (kbroker.client). Exit status: 0 on success, 1 when a
@@ -234,8 +237,11 @@ def _abort(cluster: _Cluster, args: argparse.Namespace) -> int:
         match = [p for p in producers if p.current_txn_start_offset == args.start_offset]
         if not match:
             raise UsageError(f"no transaction of {args.topic}-{args.partition} starts at {args.start_offset}")
-        by_id = (match[0].producer_id, match[0].producer_epoch, max(match[0].coordinator_epoch, 0))
+        by_id = (match[0].producer_id, match[0].producer_epoch, match[0].coordinator_epoch)
     producer_id, producer_epoch, coordinator_epoch = by_id
+    # Kafka's tool: a hanging transaction of a new producer id has coordinator epoch -1
+    # (DescribeProducers); 0 is at most any epoch a coordinator had
+    coordinator_epoch = max(coordinator_epoch, 0)
     response = cluster.call(leader, WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
         producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
         coordinator_epoch=coordinator_epoch, topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(
@@ -245,6 +251,9 @@ def _abort(cluster: _Cluster, args: argparse.Namespace) -> int:
             for p in t.partitions:
                 if p.error_code:
                     raise KafkaClientError(f"aborting {args.topic}-{args.partition}", p.error_code)
+    print(f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}, "
+          f"coordinator epoch {coordinator_epoch}) on {args.topic}-{args.partition}: its "
+          f"leader wrote an abort marker")
     return 0
 
 

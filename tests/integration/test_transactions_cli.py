@@ -54,6 +54,11 @@ def test_list_describe_and_describe_producers(broker_process: Any) -> None:
     assert producers.returncode == 0, producers.stderr
     assert rows(producers.stdout)[1][-1] == "0"  # CurrentTransactionStartOffset
     p.commit_transaction(30)
+    # as Kafka's tool prints them: no open transaction is "None", an unknown
+    # coordinator epoch -1 (TransactionsCommand.DescribeProducersCommand)
+    ended = rows(transactions(bs, "describe-producers", "--topic", topic, "--partition",
+                              "0").stdout)[1]
+    assert ended[-1] == "None" and int(ended[2]) >= -1
     missing = transactions(bs, "describe", "--transactional-id", "nobody")
     assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
 
@@ -74,5 +79,7 @@ def test_abort_a_hanging_transaction(broker_process: Any) -> None:
     assert bad.returncode == 2
     aborted = transactions(bs, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
     assert aborted.returncode == 0, aborted.stderr
+    assert aborted.stdout == ("Aborted the transaction of producer 424242 (epoch 3, coordinator "
+                              f"epoch 0) on {topic}-0: its leader wrote an abort marker\n")
     assert offsets(bs, topic) == (2, 2)
     assert read_values(bs, topic) == []
