@@ -32,6 +32,8 @@ checkpoints, clean-shutdown marker).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import errno
 import gc
 import logging
 import os
@@ -95,7 +97,7 @@ class Broker:
         self.failure: str | None = None  # why the broker stopped by itself, if it did
         self._bound: list[tuple[str, int]] = []
         self.phase = BrokerPhase.NOT_RUNNING
-        # kbroker serve: the default operations listener gives way to a taken port
+        # kbroker serve: the default operations listener moves to a free port when taken
         self._operations_optional = operations_optional
         self.operations: OperationsListener | None = None  # with operations.listener
         self.request_metrics: RequestMetrics | None = None  # while /metrics is served
@@ -245,7 +247,9 @@ class Broker:
         listening = ", ".join(
             f"{bl.name}://{_host_for_url(bl.bound_host)}:{bl.port}" for bl in server.listeners
         )
-        log.info("kbroker listening on %s (log.dirs=%s)", listening, ",".join(self.config.log_dirs))
+        console = f", console at {self.operations.url}" if self.operations is not None else ""
+        log.info("kbroker listening on %s (log.dirs=%s)%s", listening,
+                 ",".join(self.config.log_dirs), console)
         log.info("open-file limit %d: %d descriptors in use for %d partitions; at most %d "
                  "segments hold open files at once (log.open.segment.files.max)", open_file_limit(),
                  _open_descriptors(), len(state.log_manager.all_logs()),
@@ -290,8 +294,10 @@ class Broker:
 
     async def _start_operations(self) -> None:
         """The operations HTTP listener (operations.listener), first: /healthz and /readyz
-        answer while the logs load. A port in use stops the start, unless this is
-        `kbroker serve`'s default listener, which is then left off (logged)."""
+        answer while the logs load. A port in use stops the start, naming the key and the
+        port, unless this is `kbroker serve`'s default listener: that one then takes a free
+        port on the same host (logged), and the config records the port bound, so that
+        DescribeConfigs (what `kbroker top --bootstrap-server` asks) names it."""
         endpoint = self.config.operations_endpoint
         if endpoint is None:
             return
@@ -302,12 +308,17 @@ class Broker:
         try:
             await listener.start()
         except OSError as e:
-            if not self._operations_optional:
+            if not self._operations_optional or e.errno != errno.EADDRINUSE:
                 raise OSError(e.errno, f"operations.listener {endpoint[0]}:{endpoint[1]}: "
-                                       f"{e.strerror or e}") from e
-            log.warning("the operations listener is off: cannot listen on %s:%d (%s); set "
-                        "operations.listener to another host:port", *endpoint, e.strerror or e)
-            return
+                                       f"{e.strerror or e} (set operations.listener to another "
+                                       f"host:port, port 0 for a free one)") from e
+            listener = OperationsListener(self, endpoint[0], 0)
+            await listener.start()
+            log.warning("operations listener: %s:%d is taken (another broker?), listening on "
+                        "%s instead", *endpoint, listener.url)
+            bound = f"{endpoint[0]}:{listener.port}"
+            self.config = dataclasses.replace(self.config, operations_listener=bound, props={
+                **self.config.props, "operations.listener": bound})
         self.operations = listener
         self.request_metrics = RequestMetrics()
         log.info("operations listener on %s (/metrics, /healthz, /readyz, console at /)",

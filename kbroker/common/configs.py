@@ -569,7 +569,9 @@ _OPERATIONS = (
          "named as the Prometheus JMX exporter names Kafka's metrics), /healthz, /readyz and "
          "the web console at /. Port 0 picks a free port; unset or empty: off. An embedded "
          f"Broker leaves it off; `kbroker serve` listens on {DEFAULT_OPERATIONS_LISTENER} unless "
-         "it is set, and runs without it, logged, when that default port is taken."),
+         "it is set, and on a free port of that host, logged, when that default port is taken "
+         "(DescribeConfigs then reports the port bound: `kbroker top --bootstrap-server` "
+         "finds it). A port set here that is taken stops the start."),
     _key("operations.write.enable", BOOLEAN, False, None,
          "kbroker's own: whether the operations listener's write actions are allowed: "
          "creating and deleting topics and resetting a consumer group's offsets from the web "

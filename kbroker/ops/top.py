@@ -1,14 +1,18 @@
 """`kbroker top`: a broker's live figures in a terminal, for users without a browser.
 
-    kbroker top [--url http://127.0.0.1:9404] [--once] [--samples N]
+    kbroker top [--bootstrap-server HOST:PORT | --url URL] [--once] [--samples N]
 
-It reads the operations listener's /api/overview once and then the server-sent events of
+It finds the operations listener of the broker at --bootstrap-server (default
+127.0.0.1:9092) by asking that broker (kbroker.ops.discovery: DescribeConfigs of its
+operations.listener), unless --url names the listener itself. It reads the listener's
+/api/overview once and then the server-sent events of
 /api/live (kbroker.ops.live), and redraws on each sample (one a second): the broker,
 its topics with messages and bytes in/out per second, and requests per second with
 latency p50/p99 per API. On a terminal it draws with curses (q quits); `--once`, or
 output that is not a terminal, prints frames as plain text instead (`--once`: the first
-frame with rates, then exit; `--samples N`: N frames). Exit status 1 when the listener
-cannot be reached.
+frame with rates, then exit; `--samples N`: N frames). A topic's MSGS SINCE START is
+the count since the broker started (its rates are per second over the last sample).
+Exit status 1 when the broker or the listener cannot be reached.
 """
 
 from __future__ import annotations
@@ -22,15 +26,21 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-from kbroker.common.configs import DEFAULT_OPERATIONS_LISTENER
+from kbroker.client.connection import KafkaClientError
+from kbroker.ops.discovery import operations_url
 
 HELP = "show a broker's live figures (its operations listener) in the terminal"
 TIMEOUT_S = 10.0
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=f"http://{DEFAULT_OPERATIONS_LISTENER}",
-                   help="the broker's operations listener (default: %(default)s)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                       help="the broker whose figures to show; its operations listener is "
+                            "asked of it (default %(default)s)")
+    where.add_argument("--url", help="the operations listener itself, e.g. "
+                                     "http://127.0.0.1:9404")
     p.add_argument("--once", action="store_true",
                    help="print one frame with rates as text and exit")
     p.add_argument("--samples", type=int, default=0, metavar="N",
@@ -38,7 +48,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = args.url.rstrip("/")
+    try:
+        base = (args.url or operations_url(args.bootstrap_server, TIMEOUT_S)).rstrip("/")
+    except (KafkaClientError, ValueError) as e:
+        print(f"kbroker top: the operations listener of {args.bootstrap_server}: {e}",
+              file=sys.stderr)
+        return 1
     try:
         overview = _get_json(base + "/api/overview")
         samples = _samples(base + "/api/live")
@@ -102,12 +117,12 @@ def frame(overview: dict[str, Any], sample: dict[str, Any]) -> list[str]:
         f"  bytes in/s {_rate(total.get('bytes_in_per_s'), 'B')}  bytes out/s "
         f"{_rate(total.get('bytes_out_per_s'), 'B')}",
         "",
-        f"{'TOPIC':32} {'MSG IN/S':>10} {'BYTES IN/S':>11} {'BYTES OUT/S':>12} {'MESSAGES IN':>12}",
+        f"{'TOPIC':32} {'MSG IN/S':>10} {'BYTES IN/S':>11} {'BYTES OUT/S':>12} {'MSGS SINCE START':>16}",
     ]
     for name, t in (sample.get("topics") or {}).items():
         lines.append(f"{name[:32]:32} {_rate(t.get('messages_in_per_s')):>10} "
                      f"{_rate(t.get('bytes_in_per_s'), 'B'):>11} "
-                     f"{_rate(t.get('bytes_out_per_s'), 'B'):>12} {t.get('messages_in', 0):>12}")
+                     f"{_rate(t.get('bytes_out_per_s'), 'B'):>12} {t.get('messages_in', 0):>16}")
     lines += ["", f"{'API':24} {'REQ/S':>8} {'P50-MS':>8} {'P99-MS':>8}"]
     for api, r in (sample.get("requests") or {}).items():
         lines.append(f"{api[:24]:24} {_rate(r.get('per_s')):>8} {_ms(r.get('p50_ms')):>8} "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
@@ -66,32 +67,73 @@ def test_top_reports_an_unreachable_listener() -> None:
     assert done.returncode == 1 and "cannot read http://127.0.0.1:1" in done.stderr
 
 
-def _serve_output(tmp_path: Path, *overrides: str) -> str:
-    """Start `kbroker serve`, wait for its ready line, stop it with SIGTERM; its log."""
-    log = tmp_path / "serve.log"
+READY = re.compile(r"kbroker listening on PLAINTEXT://(\S+) \(log\.dirs=[^)]*\)"
+                   r"(?:, console at (http://\S+))?")
+
+
+@contextlib.contextmanager
+def _serving(tmp_path: Path, name: str, *overrides: str) -> Iterator[tuple[str, str | None, Path]]:
+    """`kbroker serve` running (its logs in tmp_path/name): (bootstrap, console URL, its
+    log), stopped with SIGTERM afterwards."""
+    log = tmp_path / f"{name}.log"
     args = [sys.executable, "-m", "kbroker", "serve", "--override",
-            "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / 'logs'}"]
+            "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / name}"]
     for pair in overrides:
         args += ["--override", pair]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_until(lambda: "kbroker listening on" in log.read_text() or proc.poll() is not None,
-                       "kbroker serve's ready line")
-            text = log.read_text()
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            assert proc.wait(60) == 0
-    return text
+    try:
+        ready = wait_until(lambda: READY.search(log.read_text()) or proc.poll() is not None,
+                           "kbroker serve's ready line")
+        assert isinstance(ready, re.Match), log.read_text()
+        yield ready.group(1), ready.group(2), log
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()
 
 
-def test_serve_listens_on_the_default_port_or_says_why_not(tmp_path: Path) -> None:
-    text = _serve_output(tmp_path)
-    on = f"operations listener on http://{DEFAULT_OPERATIONS_LISTENER}"
-    taken = f"the operations listener is off: cannot listen on {DEFAULT_OPERATIONS_LISTENER}"
-    assert (on in text) != (taken in text), text
+def _serve_output(tmp_path: Path, *overrides: str) -> str:
+    """Start `kbroker serve`, wait for its ready line, stop it with SIGTERM; its log."""
+    with _serving(tmp_path, "logs", *overrides) as (_bs, _url, log):
+        pass
+    return log.read_text()
+
+
+def test_two_default_brokers_each_serve_a_console_that_top_finds(tmp_path: Path) -> None:
+    """The default operations port (9404, maybe taken by a broker outside the test too)
+    gives way to a free one; `kbroker top --bootstrap-server` asks each broker where."""
+    with _serving(tmp_path, "a") as (bs_a, url_a, log_a), \
+            _serving(tmp_path, "b") as (bs_b, url_b, log_b):
+        assert url_a is not None and url_b is not None and url_a != url_b
+        default = f"http://{DEFAULT_OPERATIONS_LISTENER}"
+        for url, log in ((url_a, log_a), (url_b, log_b)):
+            assert get(url + "/healthz")[0] == 200
+            if url != default:  # it says why it is not on the default port
+                assert (f"operations listener: {DEFAULT_OPERATIONS_LISTENER} is taken "
+                        f"(another broker?), listening on {url} instead") in log.read_text()
+        for bs in (bs_a, bs_b):
+            done = _kbroker("top", "--bootstrap-server", bs, "--once")
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.splitlines()[0].endswith(f"bootstrap {bs}"), done.stdout
+
+
+def test_a_taken_port_that_is_configured_stops_serve(tmp_path: Path, broker: Broker) -> None:
+    taken = str(broker.operations_url).removeprefix("http://")
+    done = subprocess.run(
+        [sys.executable, "-m", "kbroker", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={tmp_path / 'logs'}", "--override", f"operations.listener={taken}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"kbroker: cannot start: [Errno 98] operations.listener {taken}: " in done.stderr
+
+
+def test_top_says_when_a_broker_has_no_operations_listener(tmp_path: Path) -> None:
+    with Broker({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}) as b:
+        done = _kbroker("top", "--bootstrap-server", b.bootstrap_servers, "--once")
+    assert done.returncode == 1
+    assert "runs no operations listener (operations.listener is not set)" in done.stderr
 
 
 def test_serve_with_an_empty_key_has_no_listener(tmp_path: Path) -> None:
