@@ -33,6 +33,7 @@ from kbroker.tools.common import (
     UsageError,
     connection_options,
     error_text,
+    explain_transport_failure,
 )
 
 HELP = "add, list and remove ACLs (kafka-acls.sh)"
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except Exception as e:
         print(f"kbroker acls: {error_text(e)}", file=sys.stderr)
+        if args.command_config is None:
+            explain_transport_failure("acls", e, args.bootstrap_server, "--command-config FILE")
         return EXIT_BROKER_ERROR
 
 

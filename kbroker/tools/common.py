@@ -53,7 +53,34 @@ def run_action(tool: str, actions: Mapping[str, Action], name: str, args: argpar
         return EXIT_USAGE
     except Exception as e:
         print(f"kbroker {tool}: {error_text(e)}", file=sys.stderr)
+        explain_transport_failure(tool, e, args.bootstrap_server, None)
         return EXIT_BROKER_ERROR
+
+
+# librdkafka's codes for a connection that failed or never answered, and kbroker's
+# client's (NETWORK_EXCEPTION): after one, the tools ask the listener what it wants
+_TRANSPORT_CODES = frozenset({-195, -187, -185, 13})  # _TRANSPORT, _ALL_BROKERS_DOWN, _TIMED_OUT
+
+
+def explain_transport_failure(tool: str, e: BaseException, bootstrap: str,
+                              option: str | None) -> None:
+    """After a failed connection: when the listener closed it because the client did not
+    start TLS or SASL (kbroker.tools.listener_probe), print which, and the tool's `option`
+    that sets them (None: it has none)."""
+    code = getattr(e, "error_code", None)
+    if code is None:
+        code = error_code(e)
+    if code not in _TRANSPORT_CODES and not isinstance(e, TimeoutError):  # a future's wait
+        return
+    from kbroker.tools.listener_probe import hint, needed_protocol
+
+    server = bootstrap.split(",")[0].strip()
+    host, _, port = server.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    protocol = needed_protocol(host.strip("[]"), int(port))
+    if protocol is not None:
+        print(hint(tool, host, int(port), protocol, option), file=sys.stderr)
 
 
 def id_list(ids: list[int]) -> str:

@@ -47,6 +47,7 @@ from kbroker.tools.common import (
     EXIT_USAGE,
     UsageError,
     connection_options,
+    explain_transport_failure,
     print_table,
 )
 
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KafkaClientError as e:
         print(f"kbroker transactions: {_error_name(e.error_code)}: {e}", file=sys.stderr)
+        explain_transport_failure("transactions", e, args.bootstrap_server, None)
         return EXIT_BROKER_ERROR
 
 
