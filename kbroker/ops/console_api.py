@@ -1,11 +1,14 @@
 """The web console's JSON: what the broker knows, read on its loop (the write actions,
 behind operations.write.enable, are kbroker.ops.console_admin's).
 
-    GET /api/overview                 this broker, the cluster's brokers and controller,
-                                      counts (topics, partitions, groups, connections,
-                                      under-replicated and offline partitions)
+    GET /api/overview                 this broker, the cluster's brokers (the live ones,
+                                      then those not alive that hold replicas) and
+                                      controller, counts (topics, partitions, groups,
+                                      connections, the cluster's under-replicated and
+                                      offline partitions)
     GET /api/topics                   every topic: partitions, replication factor, size
-                                      and records on this broker, config overrides
+                                      and records on this broker, its configs that are
+                                      not Kafka's defaults (as DescribeConfigs reports)
     GET /api/topics/{topic}           one topic's partitions: leader, leader epoch,
                                       replicas, ISR, offline replicas, and where this
                                       broker holds a replica its offsets, size, segments
@@ -60,7 +63,7 @@ from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.ops import client_metrics, console_admin
 from kbroker.ops.console_auth import cache_key, context, listener_name
-from kbroker.ops.metrics import controller_figures, group_lag
+from kbroker.ops.metrics import group_lag
 from kbroker.protocol.codec import DecodeError, Reader
 from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from kbroker.records.file_slice import FileSlice
@@ -71,6 +74,7 @@ from kbroker.server.authorization import (
     authorize_topic,
     authorized_topics,
 )
+from kbroker.server.config_describe import ConfigSource, describe_topic
 from kbroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -152,20 +156,27 @@ def _visible_groups(user: RequestContext) -> list[Any]:
 
 
 def overview(broker: ServedBroker, user: RequestContext) -> dict[str, Any]:
+    """As `kbroker cluster status` shows the cluster: the live brokers, then each broker
+    that is not alive but holds replicas; under-replicated and offline partitions
+    counted over the cluster's partitions (of the topics `user` may DESCRIBE), as the
+    Topics page and the CLI count them, not only those this broker leads."""
     state = user.services
     cluster = state.cluster
     controller = cluster.controller_id
+    infos = _visible_topics(user)
+    partitions = [pm for info in infos for pm in cluster.partitions(info)]
     brokers = []
     for node in sorted(cluster.alive_brokers(), key=lambda b: b.broker_id):
         host, port = next(iter(node.endpoints.values()), ("", 0))
         brokers.append({"id": node.broker_id, "host": host, "port": port, "rack": node.rack,
                         "controller": node.broker_id == controller,
-                        "this": node.broker_id == state.node_id})
-    infos = _visible_topics(user)
+                        "this": node.broker_id == state.node_id, "alive": True})
+    alive = {b["id"] for b in brokers}
+    for missing in sorted({r for pm in partitions for r in pm.replicas} - alive):
+        brokers.append({"id": missing, "host": None, "port": None, "rack": None,
+                        "controller": False, "this": False, "alive": False,
+                        "status": "not alive; holds replicas"})
     server = broker.server
-    _active, offline, _topics, _partitions = controller_figures(state)
-    under = sum(1 for p in state.replica_manager.partitions.values()
-                if p.is_leader and len(p.isr) < len(p.state.replicas))
     return {
         "version": __version__, "node_id": state.node_id, "cluster_id": state.cluster_id,
         "clustered": state.support.clustered, "phase": broker.phase.name,
@@ -175,7 +186,8 @@ def overview(broker: ServedBroker, user: RequestContext) -> dict[str, Any]:
         "replicas_here": len(state.log_manager.all_logs()),
         "groups": len(_visible_groups(user)),
         "connections": len(server.connections) if server is not None else 0,
-        "under_replicated_partitions": under, "offline_partitions": offline,
+        "under_replicated_partitions": sum(1 for pm in partitions if len(pm.isr) < len(pm.replicas)),
+        "offline_partitions": sum(1 for pm in partitions if pm.leader < 0),
         "writes_enabled": broker.config.operations_write_enable,
         "principal": str(user.principal),
         "authorizer": state.authorizer is not None,
@@ -183,10 +195,16 @@ def overview(broker: ServedBroker, user: RequestContext) -> dict[str, Any]:
 
 
 def _configs(user: RequestContext, info: Any) -> dict[str, str] | None:
-    """A topic's config overrides, None when `user` may not DESCRIBE_CONFIGS it."""
+    """A topic's configs that are not Kafka's defaults, as `kbroker topics describe` (and
+    kafka-topics.sh --describe) print them from DescribeConfigs: its overrides and the
+    broker's settings of its keys (server.properties, dynamic broker configs); None when
+    `user` may not DESCRIBE_CONFIGS it."""
     if not authorize_topic(user, "DESCRIBE_CONFIGS", info.name):
         return None
-    return dict(sorted(info.configs.items()))
+    state = user.services
+    described = describe_topic(info.configs, state.dynamic_config.log_config_for(info),
+                               state.config, layers=state.support.dynamic_config_layers())
+    return {d.name: d.value or "" for d in described if d.source != ConfigSource.DEFAULT_CONFIG}
 
 
 def topics(user: RequestContext) -> list[dict[str, Any]]:

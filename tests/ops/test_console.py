@@ -11,10 +11,9 @@ The browser's processes are found by their profile directory and killed by PID a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -23,19 +22,18 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from playwright.sync_api import BrowserContext, Page, sync_playwright
+from playwright.sync_api import Page
 
 from kbroker import Broker
 from kbroker.ops import console_api
 
+from .browser import browser_pids as _browser_pids
+from .browser import chromium
+
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.timeout(180)]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("KBROKER_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 PRODUCE_FOR_S = 60.0  # at most; the test stops the producer when done
 
 
@@ -106,38 +104,12 @@ def consuming(broker: Broker, producing: threading.Event) -> Iterator[Consumer]:
         consumer.close()
 
 
-def _browser_pids(profile: Path) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if str(profile).encode() in cmdline:
-                pids.append(int(entry.name))
-    return pids
-
-
-@contextlib.contextmanager
-def chromium(profile: Path, **options: Any) -> Iterator[BrowserContext]:
-    """Debian's chromium under Playwright with its own profile, every process of it
-    killed by PID at the end."""
-    try:
-        with sync_playwright() as pw:
-            context = pw.chromium.launch_persistent_context(
-                str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1280, "height": 900}, **options)
-            try:
-                yield context
-            finally:
-                context.close()
-    finally:
-        for pid in _browser_pids(profile):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+def wait_for(condition: Any, what: str, page: Page, timeout_s: float = 30.0) -> None:
+    """Until condition() holds, letting Playwright dispatch its events meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        page.wait_for_timeout(50)  # dispatches the page's events (a route handler's)
 
 
 def _shot(page: Page, name: str) -> None:
@@ -149,14 +121,29 @@ def test_console_pages_live_charts_and_message_browser(
         broker: Broker, consuming: Consumer, tmp_path: Path) -> None:
     url = broker.operations_url
     assert url is not None
+    binary = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    binary.produce("binary", key=b"plain-key", value=b"\xff\xfe\x00bin", partition=0)
+    assert binary.flush(30) == 0
     profile = tmp_path / "chromium-profile"
     errors: list[str] = []
     with chromium(profile) as context:
         page = context.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url + "/#overview")
+        # loading: until /api/overview answers, the page says so (no empty boxes)
+        held: list[Any] = []
+        page.route("**/api/overview", lambda route: held.append(route))
+        page.goto(url + "/#overview", wait_until="domcontentloaded")
+        page.wait_for_function("document.querySelector('#page-overview.loading') !== null")
+        assert "Loading" in page.evaluate(
+            "getComputedStyle(document.querySelector('#page-overview'), '::before').content")
+        assert page.locator("#chart-messages .waiting").count() == 1
+        wait_for(lambda: held, "the held /api/overview request", page)
+        for route in held:
+            route.continue_()
+        page.unroute("**/api/overview")
         page.wait_for_selector("#brokers tbody tr")
+        page.wait_for_selector("#page-overview:not(.loading)")
         # live: samples arrive once a second and the charts draw them
         page.wait_for_function("Number(document.body.dataset.samples || 0) >= 3",
                                timeout=30000)
@@ -166,6 +153,12 @@ def test_console_pages_live_charts_and_message_browser(
             "samples.map(s => (s.topics.orders || {}).messages_in_per_s || 0)")
         assert max(rates) > 0, rates
         assert page.locator("#chart-messages canvas").count() == 1
+        # the time axis ticks on whole seconds, labelled as clock times
+        ticks = page.evaluate("(() => { const a = charts['chart-messages'].plot.axes[0];"
+                              " return {splits: a._splits, values: a._values}; })()")
+        assert ticks["splits"] and all(float(t).is_integer() for t in ticks["splits"]), ticks
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d", v) for v in ticks["values"]), ticks
+        assert page.locator("#chart-messages .waiting").count() == 0
         first = page.evaluate("samples.length")
         page.wait_for_function(f"samples.length > {first}", timeout=10000)
         _shot(page, "overview")
@@ -217,6 +210,17 @@ def test_console_pages_live_charts_and_message_browser(
         text = page.inner_text("#records")
         assert '"item": "widget"' in text and "source=console-test" in text
         _shot(page, "messages")
+        # bytes that are not UTF-8, in text mode: hex, not replacement characters
+        page.select_option("#browse-topic", "binary")
+        page.fill("#browse-offset", "0")
+        page.select_option("#browse-format", "text")
+        page.click("#browse button")
+        page.wait_for_function(
+            "document.querySelector('#browse-info').textContent.startsWith('binary-0')")
+        cells = page.locator("#records tbody tr").first.locator("td")
+        assert cells.nth(2).inner_text() == "plain-key"
+        assert cells.nth(3).inner_text() == "hex: ff fe 00 62 69 6e"
+        assert "\ufffd" not in page.inner_text("#records")
 
         # client metrics (KIP-714): no subscription, but the consumer asked for one
         page.click("nav a[data-page=clients]")

@@ -65,7 +65,11 @@ function show() {
   for (const a of document.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.page === page);
   }
-  pages[page]().catch((e) => setStatus(`error: ${e.message}`, "down"));
+  // loading: a page shows "Loading…" until its data is in (a screenshot never shows empty boxes)
+  const section = $(`#page-${page}`);
+  section.classList.add("loading");
+  pages[page]().catch((e) => setStatus(`error: ${e.message}`, "down"))
+    .finally(() => section.classList.remove("loading"));
   if (page === "overview") drawCharts();
 }
 
@@ -91,9 +95,12 @@ async function loadOverview() {
   $("#login").hidden = !(o.authorizer && o.principal === "User:ANONYMOUS");
   $("#summary").innerHTML = cards.map(([label, value]) =>
     `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join("");
-  $("#brokers tbody").innerHTML = o.brokers.map((b) =>
-    `<tr><td>${b.id}${b.this ? " (this)" : ""}</td><td>${esc(b.host)}:${b.port}</td>` +
-    `<td>${esc(b.rack ?? "–")}</td><td>${b.controller ? "controller" : "broker"}</td></tr>`).join("");
+  // as `kbroker cluster status`: the live brokers, then those not alive that hold replicas
+  $("#brokers tbody").innerHTML = o.brokers.map((b) => b.alive === false
+    ? `<tr class="dead"><td>${b.id}</td><td>–</td><td>–</td><td class="bad">${esc(b.status)}</td></tr>`
+    : `<tr><td>${b.id}${b.this ? " (this)" : ""}</td><td>${esc(b.host)}:${b.port}</td>` +
+      `<td>${esc(b.rack ?? "–")}</td><td>${b.controller ? "controller" : "broker"}</td></tr>`).join("");
+  document.body.dataset.loaded = "overview";
 }
 
 async function loadTopics() {
@@ -136,10 +143,11 @@ async function loadTopic(name) {
     `<table class="partitions"><thead><tr><th>partition</th><th>leader</th><th>epoch</th><th>replicas</th><th>ISR</th>` +
     `<th>offline</th><th>log start</th><th>high watermark</th><th>log end</th><th>size</th><th>segments</th></tr></thead>` +
     `<tbody>${rows}</tbody></table>` +
-    `<h3>Config overrides</h3>${configs ? `<table><tbody>${configs}</tbody></table>` : `<p class="muted">${t.configs === null ? "not authorized (DESCRIBE_CONFIGS)" : "none"}</p>`}`;
+    `<h3>Configs (not default)</h3>${configs ? `<table><tbody>${configs}</tbody></table>` : `<p class="muted">${t.configs === null ? "not authorized (DESCRIBE_CONFIGS)" : "none"}</p>`}`;
 }
 
-// a topic's config overrides as one line; null: the user may not DESCRIBE_CONFIGS it
+// a topic's configs that are not default as one line (as `kbroker topics describe`);
+// null: the user may not DESCRIBE_CONFIGS it
 function configText(configs) {
   if (configs === null) return "(not authorized)";
   return Object.entries(configs).map(([k, v]) => `${k}=${v}`).join(", ") || "–";
@@ -247,14 +255,23 @@ async function loadMessagesForm() {
   if (wanted) select.value = wanted;
 }
 
+function hex(data) {
+  return esc(Array.from(data, (b) => b.toString(16).padStart(2, "0")).join(" "));
+}
+
+// A key, value or header as text, JSON or hex; in text and JSON, bytes that are not
+// UTF-8 show as hex (marked), never as replacement characters.
 function decode(b64, format) {
   if (b64 == null) return '<span class="muted">null</span>';
   const raw = atob(b64);
   const data = Uint8Array.from(raw, (c) => c.charCodeAt(0));
-  if (format === "hex") {
-    return esc(Array.from(data, (b) => b.toString(16).padStart(2, "0")).join(" "));
+  if (format === "hex") return hex(data);
+  let text;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(data);
+  } catch (e) {
+    return `<span class="muted" title="not UTF-8">hex:</span> ${hex(data)}`;
   }
-  const text = new TextDecoder("utf-8").decode(data);
   if (format === "json") {
     try { return esc(JSON.stringify(JSON.parse(text), null, 2)); } catch (e) { return esc(text); }
   }
@@ -332,6 +349,11 @@ function series(names) {
   }))];
 }
 
+// The time axis ticks on whole seconds (at least 1 s apart) and reads as clock times.
+const TIME_INCREMENTS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
+const clock = (seconds) => new Date(seconds * 1000).toLocaleTimeString("en-GB", { hour12: false });
+const TIME_AXIS = { incrs: TIME_INCREMENTS, values: (u, splits) => splits.map(clock), space: 60 };
+
 function chart(id, names, columns, format) {
   const el = document.getElementById(id);
   const key = names.join("\u0000");
@@ -341,7 +363,8 @@ function chart(id, names, columns, format) {
     const width = Math.max(el.clientWidth - 12, 300);
     const y = { size: 80, values: (u, values) => values.map((v) => (format ? format(v) : String(v))) };
     const plot = new uPlot({ width, height: 220, series: series(names), scales: { x: { time: true } },
-      axes: [{}, y], legend: { live: false } }, columns, el);
+      axes: [TIME_AXIS, y], legend: { live: false } }, columns, el);
+    el.querySelector(".waiting")?.remove();
     entry = charts[id] = { key, plot };
   } else {
     entry.plot.setData(columns);
