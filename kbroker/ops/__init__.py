@@ -9,6 +9,8 @@
                      the latest bench report
     live.py          figures once a second as server-sent events (charts, `kbroker top`)
     top.py           `kbroker top`: the live figures in a terminal
+    discovery.py     where a broker's operations listener is, asked of the broker
+                     (DescribeConfigs of its operations.listener), for `kbroker top`
     static/          the console: plain HTML, CSS and JS, uPlot vendored with its licence
 
 Nothing here counts: the counters live with what they count (BrokerTopicStats,

@@ -11,12 +11,7 @@ As kafka-acls.sh: principals are Type:name; hosts default to `*`; operations def
 All; `--producer` grants Write, Describe and Create on the topics (and IdempotentWrite on
 the cluster), `--consumer` Read and Describe on the topics and Read on the group. `list`
 without a resource lists every ACL. `--command-config FILE` reads the client settings
-Kafka's tools read (security.protocol, sasl.mechanism, sasl.jaas.config with username
-and password, PEM ssl.truststore.location / ssl.keystore.location, ssl.key.password)
-and hands them to librdkafka under its names; with sasl.mechanism=OAUTHBEARER, the
-OAuthBearerLoginModule's unsecuredLoginStringClaim_sub (an unsecured token for that
-principal) or its clientId / clientSecret / scope with sasl.oauthbearer.token.endpoint.url
-(OIDC client credentials, Kafka's OAuthBearerLoginCallbackHandler). Output is
+Kafka's tools read (kbroker.tools.common), OAUTHBEARER included. Output is
 kafka-acls.sh's.
 Exit status: 0 on success, 1 when the broker reports an error, 2 for bad arguments.
 """
@@ -31,6 +26,7 @@ from kbroker.tools.common import (
     EXIT_BROKER_ERROR,
     EXIT_USAGE,
     UsageError,
+    admin_client,
     connection_options,
     error_text,
     explain_transport_failure,
@@ -41,8 +37,6 @@ HELP = "add, list and remove ACLs (kafka-acls.sh)"
 
 def configure_parser(acls: argparse.ArgumentParser) -> None:
     common = connection_options()
-    common.add_argument("--command-config", metavar="FILE",
-                        help="client settings as for Kafka's tools (security.protocol, sasl.*, ssl.*)")
     for flag, dest in (("--topic", "topics"), ("--group", "groups"),
                        ("--transactional-id", "transactional_ids")):
         common.add_argument(flag, dest=dest, action="append", default=[], metavar="NAME")
@@ -67,75 +61,15 @@ def configure_parser(acls: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = client_config(args.bootstrap_server, args.command_config)
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(config)
+        admin = admin_client(args)
         return {"add": _add, "list": _list, "remove": _remove}[args.acls_action](admin, args)
     except UsageError as e:
         print(f"kbroker acls: {e}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:
         print(f"kbroker acls: {error_text(e)}", file=sys.stderr)
-        if args.command_config is None:
-            explain_transport_failure("acls", e, args.bootstrap_server, "--command-config FILE")
+        explain_transport_failure("acls", e, args)
         return EXIT_BROKER_ERROR
-
-
-def client_config(bootstrap: str, command_config: str | None) -> dict[str, Any]:
-    """librdkafka settings from Kafka's Java client settings in a properties file."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 3}
-    if command_config is None:
-        return conf
-    from kbroker.config import load_properties_file
-    from kbroker.security.jaas import parse_jaas
-
-    for key, value in load_properties_file(command_config).items():
-        if key == "sasl.jaas.config":
-            module = parse_jaas(key, value)
-            if module.login_module.endswith(".OAuthBearerLoginModule"):
-                conf.update(_oauthbearer_login(module.options))
-                continue
-            conf["sasl.username"] = module.options.get("username", "")
-            conf["sasl.password"] = module.options.get("password", "")
-        elif key == "sasl.login.callback.handler.class":
-            if value != OIDC_LOGIN_HANDLER:
-                raise UsageError(f"{key}={value}: librdkafka can use {OIDC_LOGIN_HANDLER} "
-                                 "(OIDC client credentials) only")
-            conf["sasl.oauthbearer.method"] = "oidc"
-        elif key == "ssl.truststore.location":
-            conf["ssl.ca.location"] = value
-        elif key == "ssl.keystore.location":
-            conf["ssl.certificate.location"] = conf["ssl.key.location"] = value
-        elif key == "ssl.endpoint.identification.algorithm":
-            conf[key] = value or "none"
-        elif key in ("ssl.truststore.type", "ssl.keystore.type"):
-            if value.upper() != "PEM":
-                raise UsageError(f"{key}={value}: only PEM stores can be handed to librdkafka")
-        else:
-            conf[key] = value  # security.protocol, sasl.mechanism, ssl.key.password, ...
-    return conf
-
-
-OIDC_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
-_OIDC_OPTIONS = {"clientId": "sasl.oauthbearer.client.id",
-                 "clientSecret": "sasl.oauthbearer.client.secret", "scope": "sasl.oauthbearer.scope"}
-
-
-def _oauthbearer_login(options: dict[str, str]) -> dict[str, str]:
-    """librdkafka's settings for the OAuthBearerLoginModule options of a Java client."""
-    out: dict[str, str] = {}
-    for option, value in options.items():
-        if option == "unsecuredLoginStringClaim_sub":
-            out["sasl.oauthbearer.config"] = f"principal={value}"
-            out["enable.sasl.oauthbearer.unsecure.jwt"] = "true"
-        elif option in _OIDC_OPTIONS:
-            out[_OIDC_OPTIONS[option]] = value
-            out["sasl.oauthbearer.method"] = "oidc"
-        else:
-            raise UsageError(f"sasl.jaas.config: OAuthBearerLoginModule option {option} has no "
-                             "librdkafka counterpart kbroker hands on")
-    return out
 
 
 def _resources(args: argparse.Namespace, default_pattern: str) -> list[tuple[Any, str, Any]]:

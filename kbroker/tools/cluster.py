@@ -52,6 +52,7 @@ from kbroker.tools.common import (
     error_code,
     error_text,
     run_action,
+    security,
 )
 from kbroker.tools.topics import partition_line
 
@@ -93,10 +94,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _status(admin: Any, args: argparse.Namespace) -> int:
-    md = protocol_admin.metadata(args.bootstrap_server, None, args.timeout)
+    md = protocol_admin.metadata(args.bootstrap_server, None, args.timeout, security(args))
     partitions = sorted(((t.name or "", p) for t in md.topics for p in t.partitions),
                         key=lambda tp: (tp[0], tp[1].partition_index))
-    brokers = protocol_admin.live_brokers(args.bootstrap_server, args.timeout)
+    brokers = protocol_admin.live_brokers(args.bootstrap_server, args.timeout, security(args))
     live = {b.broker_id for b in brokers}
     named = {r for _, p in partitions for r in p.replica_nodes}
     controller = md.controller_id if md.controller_id >= 0 else "none"
@@ -143,7 +144,7 @@ def _elect_leaders(admin: Any, args: argparse.Namespace) -> int:
 
 
 def _partitions(args: argparse.Namespace) -> list[int]:
-    md = protocol_admin.metadata(args.bootstrap_server, [args.topic], args.timeout)
+    md = protocol_admin.metadata(args.bootstrap_server, [args.topic], args.timeout, security(args))
     for topic in md.topics:
         if topic.error_code != ErrorCode.NONE:
             raise LookupError(f"{args.topic}: {error_name(topic.error_code)}")

@@ -30,6 +30,7 @@ from kbroker.tools.common import (
     UsageError,
     connection_options,
     error_text,
+    librdkafka_config,
     print_table,
     run_action,
 )
@@ -128,7 +129,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             for tp in m.assignment.topic_partitions:
                 owner[(tp.topic, tp.partition)] = (m.member_id, m.host, m.client_id)
         committed = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions}
-        ends = _log_end_offsets(args.bootstrap_server, set(committed) | set(owner), args.timeout)
+        ends = _log_end_offsets(args, set(committed) | set(owner))
         print(f"\nGroup {group} ({_type_name(desc)}, {_state_name(desc.state)}, {len(desc.members)} members)")
         rows: list[tuple[str, ...]] = [COLUMNS]
         for topic, partition in sorted(set(committed) | set(owner)):
@@ -142,15 +143,22 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     return status
 
 
-def _log_end_offsets(bootstrap: str, tps: set[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
-    from confluent_kafka import Consumer, TopicPartition
+def _consumer(args: argparse.Namespace) -> Any:
+    """A Consumer for watermarks, with --bootstrap-server and --command-config."""
+    from confluent_kafka import Consumer
+
+    return Consumer({**librdkafka_config(args), "group.id": "kbroker-groups-cli",
+                     "enable.auto.commit": False})
+
+
+def _log_end_offsets(args: argparse.Namespace, tps: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
 
     if not tps:
         return {}
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kbroker-groups-cli",
-                  "enable.auto.commit": False, "log_level": 3})
+    c = _consumer(args)
     try:
-        return {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=timeout)[1] for tp in tps}
+        return {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=args.timeout)[1] for tp in tps}
     finally:
         c.close()
 
@@ -176,7 +184,7 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
         raise UsageError(f"unknown topic {args.topic}")
     targets = {}
     for partition in sorted(topic.partitions):
-        low, high = _watermarks(args.bootstrap_server, args.topic, partition, args.timeout)
+        low, high = _watermarks(args, partition)
         if args.to_earliest:
             targets[partition] = low
         elif args.to_latest:
@@ -195,13 +203,13 @@ def _reset_offsets(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _watermarks(bootstrap: str, topic: str, partition: int, timeout: float) -> tuple[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+def _watermarks(args: argparse.Namespace, partition: int) -> tuple[int, int]:
+    from confluent_kafka import TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kbroker-groups-cli",
-                  "enable.auto.commit": False, "log_level": 3})
+    c = _consumer(args)
     try:
-        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        low, high = c.get_watermark_offsets(TopicPartition(args.topic, partition),
+                                            timeout=args.timeout)
         return int(low), int(high)
     finally:
         c.close()

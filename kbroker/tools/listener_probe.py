@@ -57,9 +57,8 @@ def _unverified_tls() -> ConnectionSecurity:
     return ConnectionSecurity("SSL", ssl_context=context)
 
 
-def hint(tool: str, host: str, port: int, protocol: str, option: str | None) -> str:
-    """The line a tool prints: what the listener wants, and the option of the tool that
-    sets it (None: the tool has none, it speaks PLAINTEXT only)."""
+def hint(tool: str, host: str, port: int, protocol: str) -> str:
+    """The line a tool prints: what the listener wants, and the option that sets it."""
     wants = {"SSL": "TLS", "SASL_PLAINTEXT": "SASL authentication",
              "SASL_SSL": "TLS and SASL authentication"}[protocol]
     keys = ["security.protocol=" + protocol]
@@ -67,11 +66,6 @@ def hint(tool: str, host: str, port: int, protocol: str, option: str | None) -> 
         keys += ["sasl.mechanism", "sasl.jaas.config"]
     if protocol != "SASL_PLAINTEXT":
         keys += ["ssl.truststore.location"]
-    settings = ", ".join(keys)
-    how = (f"Give the client settings with {option} ({settings}), as for Kafka's tools"
-           if option is not None else
-           f"kbroker {tool} connects with PLAINTEXT only: point --bootstrap-server at a "
-           f"PLAINTEXT listener of the broker, or give Kafka's tools --command-config FILE "
-           f"({settings})")
     return (f"kbroker {tool}: the listener at {host}:{port} closed the connection because the "
-            f"client did not start {wants}: it is a {protocol} listener. {how}")
+            f"client did not start {wants}: it is a {protocol} listener. Give the client "
+            f"settings with --command-config FILE ({', '.join(keys)}), as for Kafka's tools")

@@ -13,8 +13,10 @@ confluent-kafka's AdminClient, which falls short for them:
         ListPartitionReassignments: AdminClient has neither), sent to the controller that
         Metadata names; NOT_CONTROLLER (the controller moved) is retried until the timeout.
 
-A broker that cannot be reached, or an answer with an error, raises KafkaClientError;
-the tools print it (`error_text`) and exit 1.
+Each takes the tool's ConnectionSecurity (`security`, from --command-config:
+kbroker.tools.common; None: PLAINTEXT). A broker that cannot be reached, or an
+answer with an error, raises KafkaClientError; the tools print it (`error_text`) and
+exit 1.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kbroker.client import ConnectionSecurity
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
@@ -47,20 +50,22 @@ def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
-def connect(bootstrap: str, timeout: float) -> BrokerConnection:
+def connect(bootstrap: str, timeout: float,
+            security: ConnectionSecurity | None = None) -> BrokerConnection:
     """A connection to the first bootstrap server that answers."""
     errors = []
     for host, port in bootstrap_addresses(bootstrap):
         try:
-            return BrokerConnection(host, port, CLIENT_ID, timeout)
+            return BrokerConnection(host, port, CLIENT_ID, timeout, security)
         except KafkaClientError as e:
             errors.append(str(e))
     raise KafkaClientError("no broker reachable: " + "; ".join(errors), ErrorCode.NETWORK_EXCEPTION)
 
 
-def metadata(bootstrap: str, topics: list[str] | None, timeout: float) -> MetadataResponse:
+def metadata(bootstrap: str, topics: list[str] | None, timeout: float,
+             security: ConnectionSecurity | None = None) -> MetadataResponse:
     """Metadata of `topics` (None: every topic; []: none, brokers and controller only)."""
-    with connect(bootstrap, timeout) as conn:
+    with connect(bootstrap, timeout, security) as conn:
         version = conn.version_for(ApiKey.METADATA, *METADATA_VERSIONS)
         request = MetadataRequest(
             topics=None if topics is None else
@@ -70,8 +75,9 @@ def metadata(bootstrap: str, topics: list[str] | None, timeout: float) -> Metada
         return response
 
 
-def live_brokers(bootstrap: str, timeout: float) -> list[DescribeClusterResponse.DescribeClusterBroker]:
-    with connect(bootstrap, timeout) as conn:
+def live_brokers(bootstrap: str, timeout: float, security: ConnectionSecurity | None = None
+                 ) -> list[DescribeClusterResponse.DescribeClusterBroker]:
+    with connect(bootstrap, timeout, security) as conn:
         return live_brokers_on(conn)
 
 
@@ -86,17 +92,19 @@ def live_brokers_on(conn: BrokerConnection) -> list[DescribeClusterResponse.Desc
     return list(response.brokers)
 
 
-def controller_request(bootstrap: str, request: Any, timeout: float) -> Any:
+def controller_request(bootstrap: str, request: Any, timeout: float,
+                       security: ConnectionSecurity | None = None) -> Any:
     """`request`'s response from the controller (its top-level error_code may be set)."""
     api = ApiKey(request.API_KEY).name
     deadline = time.monotonic() + timeout
     while True:
-        md = metadata(bootstrap, [], timeout)
+        md = metadata(bootstrap, [], timeout, security)
         controller = next((b for b in md.brokers if b.node_id == md.controller_id), None)
         if controller is None:
             problem = "no controller is known"
         else:
-            with BrokerConnection(controller.host, controller.port, CLIENT_ID, timeout) as conn:
+            with BrokerConnection(controller.host, controller.port, CLIENT_ID, timeout,
+                                  security) as conn:
                 version = conn.version_for(request.API_KEY, *request.VALID_VERSIONS)
                 response = conn.request(request, version)
             if response.error_code != ErrorCode.NOT_CONTROLLER:

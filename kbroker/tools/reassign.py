@@ -34,7 +34,7 @@ from kbroker.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest as ListRequest,
 )
 from kbroker.tools import protocol_admin
-from kbroker.tools.common import UsageError, id_list
+from kbroker.tools.common import UsageError, id_list, security
 
 POLL_INTERVAL_S = 0.2
 
@@ -76,7 +76,8 @@ def _alter(args: argparse.Namespace, target: list[int] | None) -> None:
     request = AlterRequest(timeout_ms=int(args.timeout * 1000), topics=[
         AlterRequest.ReassignableTopic(name=args.topic, partitions=[
             AlterRequest.ReassignablePartition(partition_index=args.partition, replicas=target)])])
-    response = protocol_admin.controller_request(args.bootstrap_server, request, args.timeout)
+    response = protocol_admin.controller_request(args.bootstrap_server, request, args.timeout,
+                                                 security(args))
     _raise_for(response.error_code, response.error_message)
     for topic in response.responses:
         for p in topic.partitions:
@@ -86,7 +87,8 @@ def _alter(args: argparse.Namespace, target: list[int] | None) -> None:
 def _ongoing(args: argparse.Namespace) -> dict[tuple[str, int], Any]:
     """(topic, partition) -> OngoingPartitionReassignment, of --topic/--partition if given."""
     request = ListRequest(timeout_ms=int(args.timeout * 1000), topics=None)
-    response = protocol_admin.controller_request(args.bootstrap_server, request, args.timeout)
+    response = protocol_admin.controller_request(args.bootstrap_server, request, args.timeout,
+                                                 security(args))
     _raise_for(response.error_code, response.error_message)
     return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions
             if args.topic in (None, t.name) and args.partition in (None, p.partition_index)}
@@ -117,7 +119,7 @@ def _wait_complete(args: argparse.Namespace, target: list[int]) -> None:
 
 
 def _replicas_now(args: argparse.Namespace) -> list[int] | None:
-    md = protocol_admin.metadata(args.bootstrap_server, [args.topic], args.timeout)
+    md = protocol_admin.metadata(args.bootstrap_server, [args.topic], args.timeout, security(args))
     for topic in md.topics:
         for p in topic.partitions:
             if p.partition_index == args.partition:

@@ -54,6 +54,7 @@ from kbroker.tools.common import (
     error_text,
     id_list,
     run_action,
+    security,
 )
 
 HELP = "list, describe, create, delete topics, alter their configs, move their replicas"
@@ -137,7 +138,8 @@ def _list(admin: Any, args: argparse.Namespace) -> int:
 def _describe(admin: Any, args: argparse.Namespace) -> int:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    md = protocol_admin.metadata(args.bootstrap_server, list(args.topic) or None, args.timeout)
+    md = protocol_admin.metadata(args.bootstrap_server, list(args.topic) or None, args.timeout,
+                                 security(args))
     found = {t.name or "": t for t in md.topics}
     names = list(args.topic) or sorted(found)
     status = 0

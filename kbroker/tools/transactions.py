@@ -49,6 +49,7 @@ from kbroker.tools.common import (
     connection_options,
     explain_transport_failure,
     print_table,
+    security,
 )
 
 HELP = "list, describe and abort transactions, describe a partition's producers"
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KafkaClientError as e:
         print(f"kbroker transactions: {_error_name(e.error_code)}: {e}", file=sys.stderr)
-        explain_transport_failure("transactions", e, args.bootstrap_server, None)
+        explain_transport_failure("transactions", e, args)
         return EXIT_BROKER_ERROR
 
 
@@ -105,7 +106,9 @@ class _Cluster:
         if not host or not port.isdigit():
             raise UsageError(f"--bootstrap-server {args.bootstrap_server!r} is not HOST:PORT")
         self.timeout = args.timeout
-        self.bootstrap = BrokerConnection(host, int(port), "kbroker-transactions", self.timeout)
+        self.security = security(args)  # --command-config
+        self.bootstrap = BrokerConnection(host, int(port), "kbroker-transactions", self.timeout,
+                                          self.security)
         self._connections: dict[int, BrokerConnection] = {}
 
     def metadata(self, topics: list[str] | None = None) -> MetadataResponse:
@@ -125,7 +128,8 @@ class _Cluster:
         if conn is None:
             for b in self.metadata([]).brokers:
                 if b.node_id == broker_id:
-                    conn = BrokerConnection(b.host, b.port, "kbroker-transactions", self.timeout)
+                    conn = BrokerConnection(b.host, b.port, "kbroker-transactions", self.timeout,
+                                            self.security)
                     break
             else:
                 raise KafkaClientError(f"broker {broker_id} is not in the cluster", ErrorCode.BROKER_NOT_AVAILABLE)
