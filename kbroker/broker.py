@@ -296,8 +296,9 @@ class Broker:
         """The operations HTTP listener (operations.listener), first: /healthz and /readyz
         answer while the logs load. A port in use stops the start, naming the key and the
         port, unless this is `kbroker serve`'s default listener: that one then takes a free
-        port on the same host (logged), and the config records the port bound, so that
-        DescribeConfigs (what `kbroker top --bootstrap-server` asks) names it."""
+        port on the same host (logged). The config records the port bound (that one, or
+        the one port 0 picked), so that DescribeConfigs (what `kbroker top
+        --bootstrap-server` asks) names it."""
         endpoint = self.config.operations_endpoint
         if endpoint is None:
             return
@@ -316,7 +317,9 @@ class Broker:
             await listener.start()
             log.warning("operations listener: %s:%d is taken (another broker?), listening on "
                         "%s instead", *endpoint, listener.url)
-            bound = f"{endpoint[0]}:{listener.port}"
+        if listener.port != endpoint[1]:  # port 0, or the default's fallback: the port bound
+            host = f"[{endpoint[0]}]" if ":" in endpoint[0] else endpoint[0]
+            bound = f"{host}:{listener.port}"
             self.config = dataclasses.replace(self.config, operations_listener=bound, props={
                 **self.config.props, "operations.listener": bound})
         self.operations = listener

@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
                     break
             return 0
         curses.wrapper(_draw, overview, samples)
+    except BrokenPipeError:  # its output went to a reader that stopped (`| head`)
+        sys.stderr.close()  # nothing more to say, and no second error at exit
+        return 0
     except (urllib.error.URLError, OSError, ValueError) as e:
         print(f"kbroker top: cannot read {base}: {e}", file=sys.stderr)
         return 1

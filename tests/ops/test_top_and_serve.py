@@ -50,7 +50,8 @@ def test_top_prints_rates_per_topic_and_latency_per_api(broker: Broker) -> None:
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     try:
-        done = _kbroker("top", "--url", str(broker.operations_url), "--once")
+        # port 0: the broker names the port it bound (DescribeConfigs operations.listener)
+        done = _kbroker("top", "--bootstrap-server", broker.bootstrap_servers, "--once")
     finally:
         stop.set()
         thread.join(60)
@@ -60,6 +61,13 @@ def test_top_prints_rates_per_topic_and_latency_per_api(broker: Broker) -> None:
     row = next(line for line in lines if line.startswith("top-topic"))
     assert float(re.split(r"\s+", row)[1].rstrip("KMG")) > 0  # messages in per second
     assert any(line.startswith("Produce ") for line in lines)
+
+
+def test_top_into_a_reader_that_stops_ends_quietly(broker: Broker) -> None:
+    done = subprocess.run(f"{sys.executable} -m kbroker top --url {broker.operations_url} "
+                          "--samples 5 | head -1", shell=True, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.startswith("kbroker ") and done.stderr == "", done.stderr
 
 
 def test_top_reports_an_unreachable_listener() -> None:
