@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kbroker import __version__
+from kbroker.common.configs import TOPIC_CONFIGS
 from kbroker.common.errors import KafkaError
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.ops import client_metrics, console_admin
@@ -194,21 +195,34 @@ def overview(broker: ServedBroker, user: RequestContext) -> dict[str, Any]:
     }
 
 
-def _configs(user: RequestContext, info: Any) -> dict[str, str] | None:
+def _broker_topic_configs(user: RequestContext) -> dict[str, str]:
+    """The topic configs the broker itself sets (server.properties, dynamic broker
+    configs: DescribeConfigs' STATIC_BROKER_CONFIG and DYNAMIC_*_BROKER_CONFIG
+    synonyms), rendered as DescribeConfigs renders them: what every topic shows for a
+    key it does not override. Computed once per answer, not per topic."""
+    state = user.services
+    described = describe_topic({}, state.default_log_config, state.config,
+                               layers=state.support.dynamic_config_layers())
+    return {d.name: d.value or "" for d in described if d.source != ConfigSource.DEFAULT_CONFIG}
+
+
+def _configs(user: RequestContext, info: Any, broker_level: dict[str, str]) -> dict[str, str] | None:
     """A topic's configs that are not Kafka's defaults, as `kbroker topics describe` (and
-    kafka-topics.sh --describe) print them from DescribeConfigs: its overrides and the
-    broker's settings of its keys (server.properties, dynamic broker configs); None when
-    `user` may not DESCRIBE_CONFIGS it."""
+    kafka-topics.sh --describe) print them from DescribeConfigs: the broker's settings of
+    topic keys (`broker_level`) under the topic's own overrides; None when `user` may not
+    DESCRIBE_CONFIGS it."""
     if not authorize_topic(user, "DESCRIBE_CONFIGS", info.name):
         return None
-    state = user.services
-    described = describe_topic(info.configs, state.dynamic_config.log_config_for(info),
-                               state.config, layers=state.support.dynamic_config_layers())
-    return {d.name: d.value or "" for d in described if d.source != ConfigSource.DEFAULT_CONFIG}
+    out = dict(broker_level)
+    for name, raw in info.configs.items():
+        key = TOPIC_CONFIGS.get(name)
+        out[name] = (key.render(key.parse(raw)) or "") if key is not None else raw
+    return dict(sorted(out.items()))
 
 
 def topics(user: RequestContext) -> list[dict[str, Any]]:
     state = user.services
+    broker_level = _broker_topic_configs(user)
     out = []
     for info in sorted(_visible_topics(user), key=lambda i: i.name):
         parts = state.cluster.partitions(info)
@@ -224,7 +238,7 @@ def topics(user: RequestContext) -> list[dict[str, Any]]:
             "internal": info.is_internal, "size_bytes": size, "records": records,
             "under_replicated": sum(1 for pm in parts if len(pm.isr) < len(pm.replicas)),
             "offline": sum(1 for pm in parts if pm.leader < 0),
-            "configs": _configs(user, info),
+            "configs": _configs(user, info, broker_level),
         })
     return out
 
@@ -249,7 +263,8 @@ def topic(user: RequestContext, name: str) -> dict[str, Any]:
                          segments=len(lg.segments))
         partitions.append(entry)
     return {"name": name, "topic_id": str(info.topic_id), "internal": info.is_internal,
-            "configs": _configs(user, info), "partitions": partitions}
+            "configs": _configs(user, info, _broker_topic_configs(user)),
+            "partitions": partitions}
 
 
 def groups(user: RequestContext) -> list[dict[str, Any]]:
