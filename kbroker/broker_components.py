@@ -153,7 +153,7 @@ class BrokerComponents:
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic,
-            clustered=self.clustered)
+            clustered=self.clustered, topics=self.topics)
         self.transaction_topic = TransactionTopic(self)
         txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
                                             self.transaction_topic)

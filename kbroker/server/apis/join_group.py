@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from kbroker.coordinator.group_coordinator import JoinRequest
-from kbroker.coordinator.group_metadata import JoinResult
+from kbroker.coordinator.group_metadata import JoinRequest, JoinResult
 from kbroker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from kbroker.server.apis.group_support import client_host, complete_or_park, coordinator
 from kbroker.server.request_context import RequestContext
