@@ -7,7 +7,7 @@ copied). A heartbeat:
 1. is checked as Kafka checks it (INVALID_REQUEST for a malformed first heartbeat,
    UNSUPPORTED_ASSIGNOR, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
    UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND for a classic
-   group with members);
+   group with members that may not be upgraded: consumer_group_migration.py);
 2. updates the member's subscription; a changed subscription, a new or departed
    member, or a change of the subscribed topics (created, deleted, more partitions:
    compared at every heartbeat against the broker's topics) bumps the group epoch;
