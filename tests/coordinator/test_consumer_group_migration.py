@@ -264,3 +264,47 @@ def test_a_consumer_group_left_with_classic_members_is_downgraded() -> None:
     assert assigned(h.sync(b, 3, {b: cp.encode_assignment({"t": ALL}, 1)})[0]) == {"t": ALL}
     again = h.restart()
     assert "g" not in again.coord.consumer.groups and again.coord.groups["g"].generation_id == 3
+
+
+def test_an_upgrade_whose_records_fail_to_append_leaves_the_classic_group_as_it_was() -> None:
+    """The conversion is part of the heartbeat's one write: if it fails the heartbeat answers
+    the write's error (NOT_COORDINATOR for a disk error, as Kafka's handleOperationException)
+    and the classic group goes on, its members and their generation untouched."""
+    h = Harness()
+    leader, follower = classic_group(h)
+    written = len(h.store.records)
+    h.store.fail = True
+    assert h.hb().error_code == E.NOT_COORDINATOR
+    assert "g" not in h.coord.consumer.groups and len(h.store.records) == written
+    classic = h.coord.groups["g"]
+    assert classic.state.value == "Stable" and set(classic.members) == {leader, follower}
+    assert h.coord.heartbeat("g", leader, None, 2) == E.NONE  # its heartbeat timers still run
+    h.store.fail = False
+    assert h.hb().error_code == E.NONE  # the next heartbeat upgrades it
+    assert set(h.cgroup().members) >= {leader, follower}
+
+
+def test_a_downgrade_whose_records_fail_to_append_keeps_the_consumer_group() -> None:
+    h = Harness()
+    a = h.hb()
+    b = h.join_classic()
+    h.join(b)
+    h.store.fail = True
+    left = h.hb(a.member_id, -1)
+    assert left.error_code == E.NOT_COORDINATOR
+    assert set(h.cgroup().members) == {a.member_id, b} and h.coord.groups.get("g") is None
+    h.store.fail = False
+    assert h.hb(a.member_id, -1).error_code == E.NONE  # the client leaves again: downgraded now
+    assert "g" not in h.coord.consumer.groups and list(h.coord.groups["g"].members) == [b]
+
+
+def test_a_classic_join_whose_records_fail_to_append_changes_nothing() -> None:
+    h = Harness()
+    a = h.hb()
+    epoch = h.cgroup().group_epoch
+    b = h.join_classic()
+    h.store.fail = True
+    assert h.join(b)[0].error_code == E.NOT_COORDINATOR
+    assert set(h.cgroup().members) == {a.member_id} and h.cgroup().group_epoch == epoch
+    h.store.fail = False
+    assert h.join(b)[0].error_code == E.NONE and b in h.cgroup().members
