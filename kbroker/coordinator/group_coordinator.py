@@ -92,6 +92,10 @@ class GroupCoordinator:
         group = self.consumer.groups.get(group_id)
         return None if group is None or group.dead else group
 
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether the group is a KIP-848 consumer group now (with classic members, maybe)."""
+        return self._consumer_group(group_id) is not None
+
     def _classic_active(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and not group.is_(EMPTY, DEAD)
