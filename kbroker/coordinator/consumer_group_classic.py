@@ -23,7 +23,8 @@ is handed its share:
   assignment, a ConsumerProtocolAssignment at the version of its subscription.
 - Heartbeat: REBALANCE_IN_PROGRESS tells it to rejoin when the group epoch is ahead of
   its epoch, it has partitions to revoke, or partitions it waits for are free now.
-- LeaveGroup: the member goes and the group epoch is bumped (no downgrade).
+- LeaveGroup: the member goes and the group epoch is bumped, or the group becomes a
+  classic group if only classic members remain and the policy allows it.
 
 Timeouts, each fencing the member: its session timeout (the one its JoinGroup gave),
 SyncGroup within its rebalance timeout after a join, JoinGroup within its rebalance
@@ -167,20 +168,19 @@ class ClassicMembers:
         return E.NONE
 
     # -- LeaveGroup
-    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, int]]:
-        results = []
-        for member_id, instance_id in members:
-            try:
-                member = self._validate(group, member_id, instance_id, leaving=True)
-                if member.classic is None:
-                    raise ClassicMemberError(E.UNKNOWN_MEMBER_ID)
-            except ClassicMemberError as e:
-                results.append((member_id, instance_id, e.code))
-                continue
-            log.info("group %s: classic member %s leaves", group.group_id, member.member_id)
-            code = self.consumer.fence(group, member, "left the group", may_downgrade=False)
-            results.append((member.member_id, instance_id, code))
-        return results
+    def leave(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> tuple[str, int]:
+        """One member of a LeaveGroup: (its member id, the error). It is fenced as a heartbeat
+        would fence it, so the group may become a classic group (Kafka's
+        validateOnlineDowngradeWithFencedMember), the LeaveGroup's other members then
+        leaving that."""
+        try:
+            member = self._validate(group, member_id, instance_id, leaving=True)
+            if member.classic is None:
+                raise ClassicMemberError(E.UNKNOWN_MEMBER_ID)
+        except ClassicMemberError as e:
+            return member_id, e.code
+        log.info("group %s: classic member %s leaves", group.group_id, member.member_id)
+        return member.member_id, self.consumer.fence(group, member, "left the group")
 
     # -- checks and timers
     def _validate(self, group: ConsumerGroup, member_id: str, instance_id: str | None,

@@ -372,21 +372,20 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(E.NONE, None, member.member_id, req.member_epoch)
 
     def fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str,
-              records: Records | None = None, may_downgrade: bool = True) -> int:
+              records: Records | None = None) -> int:
         """Remove the member and bump the group epoch: its partitions go to the others. With
         `records`, part of a heartbeat (which writes them); alone, written here, and on a
         failed write the group stays as it was. Returns the write's error. When the others
         all use the classic protocol the group may become a classic group instead (Kafka's
-        consumerGroupFenceMember; not for a classic LeaveGroup), in a write of its own."""
+        consumerGroupFenceMember), in a write of its own."""
         if member.member_id not in group.members:
             return E.NONE
-        if may_downgrade:
-            converted = self.downgrade(group, member)
-            if converted is not None:
-                if converted == E.NONE:
-                    log.info("group %s: member %s removed (%s); the group is a classic group now",
-                             group.group_id, member.member_id, reason)
-                return converted
+        converted = self.downgrade(group, member)
+        if converted is not None:
+            if converted == E.NONE:
+                log.info("group %s: member %s removed (%s); the group is a classic group now",
+                         group.group_id, member.member_id, reason)
+            return converted
         alone = records is None
         snapshot = GroupSnapshot(self.groups, group.group_id, self.timers) if alone else None
         out: Records = [] if records is None else records

@@ -24,8 +24,8 @@ becomes the other type at its first member, whatever the policy (its offsets sta
   then the consumer group's records (members, epoch, targets, target epoch, current
   assignments). A subscription or assignment that does not read leaves the group
   classic (the heartbeat answers GROUP_ID_NOT_FOUND).
-- Downgrade, when a member is fenced or leaves by heartbeat and every other member uses
-  the classic protocol: the policy allows it, there is another member, and no more of
+- Downgrade, when a member is fenced or leaves (by heartbeat, LeaveGroup or a timeout)
+  and every other member uses the classic protocol: the policy allows it, there is another member, and no more of
   them than group.max.size. The classic group has generation = the group epoch, protocol
   type `consumer`, the protocol all members share, each member's assignment its target
   (serialized at the version of its subscription), and starts a rebalance at once, so

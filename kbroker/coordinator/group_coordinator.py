@@ -540,15 +540,17 @@ class GroupCoordinator:
         err = self._check_group_id(group_id)
         if err != E.NONE:
             return err, [(m, i, err) for m, i in members]
-        consumer_group = self._consumer_group(group_id)
-        if consumer_group is not None:
-            return E.NONE, self.classic_in_consumer.leave(consumer_group, members)
-        group = self.groups.get(group_id)
-        if group is None or group.is_(DEAD):
-            return E.NONE, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in members]
         results = []
-        for member_id, instance_id in members:
-            results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id)))
+        for member_id, instance_id in members:  # a consumer group may become a classic one on the way
+            consumer_group = self._consumer_group(group_id)
+            group = self.groups.get(group_id)
+            if consumer_group is not None:
+                member_id, code = self.classic_in_consumer.leave(consumer_group, member_id, instance_id)
+            elif group is None or group.is_(DEAD):
+                code = E.UNKNOWN_MEMBER_ID
+            else:
+                code = self._leave_one(group, member_id, instance_id)
+            results.append((member_id, instance_id, code))
         return E.NONE, results
 
     def _leave_one(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> int:

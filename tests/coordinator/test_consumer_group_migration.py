@@ -308,3 +308,25 @@ def test_a_classic_join_whose_records_fail_to_append_changes_nothing() -> None:
     assert set(h.cgroup().members) == {a.member_id} and h.cgroup().group_epoch == epoch
     h.store.fail = False
     assert h.join(b)[0].error_code == E.NONE and b in h.cgroup().members
+
+
+def test_a_classic_leave_downgrades_a_consumer_group_of_classic_members() -> None:
+    """Kafka's validateOnlineDowngradeWithFencedMember holds for any member that goes: a
+    consumer group left with classic members only (its consumer member went while the
+    policy was `upgrade`) becomes a classic group when one of them leaves, once the policy
+    allows it; the LeaveGroup's next member then leaves the classic group."""
+    h = Harness("upgrade")
+    a = h.hb()
+    b, c, d = (h.join_classic() for _ in range(3))
+    for m in (b, c, d):
+        assert h.join(m)[0].error_code == E.NONE
+    assert h.hb(a.member_id, -1).error_code == E.NONE
+    assert set(h.cgroup().members) == {b, c, d}  # no downgrade under `upgrade`
+    again = Harness("bidirectional", h.store, h.time)  # restarted with Kafka 4.0's default
+    assert set(again.cgroup().members) == {b, c, d}
+    err, results = again.coord.leave_group("g", [(b, None), (c, None)])
+    assert err == E.NONE and results == [(b, None, E.NONE), (c, None, E.NONE)]
+    assert "g" not in again.coord.consumer.groups
+    classic = again.coord.groups["g"]
+    assert list(classic.members) == [d] and classic.state.value == "PreparingRebalance"
+    assert again.coord.list_groups()[1] == [("g", "consumer", "PreparingRebalance", "classic")]
