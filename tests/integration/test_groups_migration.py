@@ -21,6 +21,9 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka import errors as kafka_errors
 
 from .groups_support import Member, covers, poll_until, produce
 from .migration_support import AiokafkaMember, KafkaPythonMember, committed_offsets
@@ -34,7 +37,7 @@ BROKER = {
     "group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.session.timeout.ms": "6000", "group.consumer.session.timeout.ms": "6000",
 }
-KIP848 = {"group.protocol": "consumer"}
+KIP848 = {"group.protocol": "consumer", "client.id": "kip848-member"}
 
 
 @pytest.fixture
@@ -133,7 +136,22 @@ def test_a_mixed_group_splits_a_topic(broker: Any) -> None:
         assert by_client["kafka-python-member"] == members[1].assignment
         assert by_client["aiokafka-member"] == members[2].assignment
         out = groups(bs, "describe", group).stdout
-        assert f"Group {group} (Consumer, " in out and "kafka-python-member" in out and "aiokafka-member" in out
+        assert f"Group {group} (Consumer, " in out
+        rows = {line.split()[2]: line.split() for line in out.splitlines()  # the members table, by client id
+                if len(line.split()) >= 6 and line.split()[3] in ("classic", "consumer")}
+        assert rows["kafka-python-member"][3] == "classic" and rows["aiokafka-member"][3] == "classic"
+        assert rows["kip848-member"][3] == "consumer"
+        assert rows["kafka-python-member"][5] == f"{topic}({','.join(map(str, sorted(members[1].assignment)))})"
+        # OffsetDelete (kafka-python's admin): refused for the topic the members subscribe to
+        admin = KafkaAdminClient(bootstrap_servers=bs, client_id="offset-delete")
+        try:
+            deleted = admin.delete_group_offsets(group, [KafkaTopicPartition(topic, 0),
+                                                         KafkaTopicPartition(f"{topic}-other", 0)])
+        finally:
+            admin.close()
+        assert deleted == {KafkaTopicPartition(topic, 0): kafka_errors.GroupSubscribedToTopicError,
+                           KafkaTopicPartition(f"{topic}-other", 0): kafka_errors.NoError}
+        assert committed_offsets(bs, group, topic, PARTITIONS) == [6] * PARTITIONS
     finally:
         close_all(members)
 
@@ -145,15 +163,9 @@ def test_a_classic_group_is_upgraded_in_place(broker: Any) -> None:
     bs = broker.bootstrap_servers
     topic, group = names()
     produce(bs, topic, records("w", 1))
-    classic = [KafkaPythonMember(bs, group, topic)]
+    classic = [KafkaPythonMember(bs, group, topic) for _ in range(2)]
     members: list[Any] = list(classic)
     try:
-        # the second joins once the first has the topic's metadata: a kafka-python leader
-        # without it assigns nothing of the topic (its range assignor logs "No partition
-        # metadata") and the classic group stays Stable so
-        poll_until(members, lambda: classic[0].assignment == set(range(PARTITIONS)))
-        classic.append(KafkaPythonMember(bs, group, topic))
-        members.append(classic[1])
         settle(bs, group, topic, members, 1)
         assert group_type(bs, group) == ConsumerGroupType.CLASSIC
         batch_read_once(bs, group, topic, members, "a", 6)
