@@ -330,3 +330,20 @@ def test_a_classic_leave_downgrades_a_consumer_group_of_classic_members() -> Non
     classic = again.coord.groups["g"]
     assert list(classic.members) == [d] and classic.state.value == "PreparingRebalance"
     assert again.coord.list_groups()[1] == [("g", "consumer", "PreparingRebalance", "classic")]
+
+
+def test_a_consumer_member_whose_session_expires_downgrades_a_group_of_classic_members() -> None:
+    """The fencing by the session timer converts as a leave does: the classic members are
+    a classic group then, rebalancing, their offsets kept."""
+    h = Harness()
+    a = h.hb()
+    b = h.join_classic()
+    h.join(b, session_ms=60_000)
+    h.sync(b, 2)
+    h.coord.commit_offsets("g", b, None, 2, {("t", 1): OffsetAndMetadata(3, -1, "", 0)})
+    for _ in range(5):  # B heartbeats; A says nothing
+        h.advance(10_000)
+        assert h.coord.heartbeat("g", b, None, 2) in (E.NONE, E.REBALANCE_IN_PROGRESS)
+    assert "g" not in h.coord.consumer.groups and a.member_id not in h.coord.groups["g"].members
+    assert list(h.coord.groups["g"].members) == [b] and h.coord.groups["g"].state.value == "PreparingRebalance"
+    assert h.coord.fetch_offsets("g", [("t", 1)])[1][("t", 1)].offset == 3
