@@ -117,20 +117,7 @@ class GroupMetadataManager:
 
     def store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> None:
         """Persist the group's generation, protocol, leader and members (with `assignments`)."""
-        members = []
-        for m in group.members.values():
-            assignment = m.assignment if assignments is None else assignments.get(m.member_id, b"")
-            try:
-                subscription = m.metadata(group.protocol_name) if group.protocol_name else b""
-            except KeyError:
-                subscription = b""
-            members.append(gr.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                          m.rebalance_timeout_ms, m.session_timeout_ms, subscription,
-                                          assignment))
-        value = gr.GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
-                                      group.leader_id, group.state_timestamp, members)
-        key = gr.encode_group_key(gr.GroupMetadataKey(group.group_id))
-        self.store.append(group.group_id, [(key, gr.encode_group_value(value))])
+        self.store.append(group.group_id, [group_record(group, assignments)])
 
     def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         doomed = [tp for tp in tps if tp in group.offsets]
@@ -251,6 +238,25 @@ class GroupMetadataManager:
             except (ValueError, IndexError) as e:
                 log.warning("skipping an unreadable %s record: %s", "__consumer_offsets", e)
         return count
+
+
+def group_record(group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
+    """The group's GroupMetadata record: generation, protocol, leader and members (with
+    `assignments`, else each member's own)."""
+    members = []
+    for m in group.members.values():
+        assignment = m.assignment if assignments is None else assignments.get(m.member_id, b"")
+        try:
+            subscription = m.metadata(group.protocol_name) if group.protocol_name else b""
+        except KeyError:
+            subscription = b""
+        members.append(gr.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                      m.rebalance_timeout_ms, m.session_timeout_ms, subscription,
+                                      assignment))
+    value = gr.GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
+                                  group.leader_id, group.state_timestamp, members)
+    key = gr.encode_group_key(gr.GroupMetadataKey(group.group_id))
+    return key, gr.encode_group_value(value)
 
 
 def _offset(v: gr.OffsetCommitValue, record_offset: int) -> OffsetAndMetadata:
