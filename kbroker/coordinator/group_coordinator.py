@@ -67,18 +67,17 @@ class GroupCoordinator:
         self.time = time
         self.timers = timers or Timers(time)
         self.store = store
-        self.manager = GroupMetadataManager(store, config.offsets_retention_ms)
+        # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
+        self.consumer = cgc.ConsumerGroupCoordinator(config.consumer, self.timers, self._classic_active,
+                                                     store.append)
+        self.manager = GroupMetadataManager(store, config.offsets_retention_ms,
+                                            self.consumer.is_active, self.consumer.replay)
         self.loading = False  # the start-up load (every partition)
         self.loading_partitions: set[int] = set()  # cluster mode: being loaded on election
         self.completed_rebalances = 0  # group-completed-rebalance-count (/metrics)
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = set() if clustered else None
-        # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
-        self.consumer = cgc.ConsumerGroupCoordinator(config.consumer, self.timers, self._classic_active,
-                                                     store.append)
-        self.manager.consumer_active = self.consumer.is_active
-        self.manager.consumer_replay = self.consumer.replay
         # the broker's topics: classic members of consumer groups name them, KIP-848 ids them
         self.topics: cgc.TopicLookup = topics if topics is not None else cgc.NO_TOPICS
         # classic members inside consumer groups, and the conversions between the types

@@ -88,14 +88,16 @@ def _offset_key(group_id: str, tp: tuple[str, int]) -> bytes:
 
 
 class GroupMetadataManager:
-    def __init__(self, store: GroupStore, retention_ms: int) -> None:
+    def __init__(self, store: GroupStore, retention_ms: int,
+                 consumer_active: Callable[[str], bool] = lambda group_id: False,
+                 consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None) -> None:
         self.store = store
         self.retention_ms = retention_ms
         self.groups: dict[str, GroupMetadata] = {}
-        # a KIP-848 consumer group with members: its offsets do not expire (set by the coordinator)
-        self.consumer_active: Callable[[str], bool] = lambda group_id: False
-        # the records of KIP-848 consumer groups, as they are replayed (set by the coordinator)
-        self.consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None
+        # a KIP-848 consumer group with members: its offsets do not expire
+        self.consumer_active = consumer_active
+        # the records of KIP-848 consumer groups, as they are replayed
+        self.consumer_replay = consumer_replay
 
     # -- writes
     def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
