@@ -241,16 +241,18 @@ def _stopped(stop: PerfStopped, options: PerfOptions, args: argparse.Namespace,
 
 def _finish(options: PerfOptions, args: argparse.Namespace, runs: list[RunSummary],
             context: dict[str, Any]) -> None:
-    """The spread over repeats (when more than one run) and the JSON document."""
+    """The spread over repeats (when more than one run) and the JSON document. A partial
+    run stays out of the spread unless it is the only one."""
     results = [r.to_json() for r in runs]
-    figures = spread(results)
-    if len(runs) > 1:
-        print(f"over {len(runs)} runs (min / median / max):")
+    complete = [r for r in results if not r["partial"]] or results
+    figures = spread(complete)
+    if len(complete) > 1:
+        print(f"over {len(complete)} runs (min / median / max):")
         for name, values in figures.items():
             print(f"  {name:24} {format_figure(values['min'])} / {format_figure(values['median'])} / "
                   f"{format_figure(values['max'])}")
     if options.json_path:
-        median_run = _median_run(results)
+        median_run = _median_run(complete)
         document = {"tool": "kbroker-perf", "mode": args.perf_mode,
                     "context": {**context, "load_average_after": load_average()},
                     "options": asdict(options), "runs": results, "figures": figures,
@@ -275,9 +277,11 @@ def run_compare(args: argparse.Namespace) -> int:
         return 2
     for name, document in (("baseline", baseline), ("new", new)):
         context = document.get("context", {})
+        partial = " (PARTIAL: stopped early)" if document.get("partial") else ""
         print(f"{name:8} {getattr(args, name)}: {document['mode']}, "
-              f"{len(document.get('runs', []))} run(s), kbroker {context.get('kbroker_version')} "
-              f"{context.get('kbroker_commit') or ''}, {context.get('time')}")
+              f"{len(document.get('runs', []))} run(s){partial}, kbroker "
+              f"{context.get('kbroker_version')} {context.get('kbroker_commit') or ''}, "
+              f"{context.get('time')}")
     print(f"\n{'figure':24} {'baseline':>14} {'new':>14} {'new/base':>9}  noise band")
     for row in rows:
         band = f"{row.band[0]:.3f}..{row.band[1]:.3f}" if row.band else "-"

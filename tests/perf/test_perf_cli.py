@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -187,3 +188,21 @@ def test_compare_arguments() -> None:
     args = parse("compare", "a.json", "b.json", "--threshold", "0.1")
     assert (args.baseline, args.new, args.threshold) == ("a.json", "b.json", 0.1)
     assert parse("compare", "a.json", "b.json").threshold == 0.30
+
+
+def test_a_partial_run_stays_out_of_the_spread(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from kbroker.perf.cli import _finish
+    from kbroker.perf.context import run_context
+    from kbroker.perf.stats import RunSummary
+
+    out = tmp_path / "runs.json"
+    args = parse("produce", *BASE, "--repeats", "3", "--json", str(out))
+    options = options_from_args(args)
+    runs = [RunSummary("produce", 100, 100, 1.0, None), RunSummary("produce", 300, 300, 1.0, None),
+            RunSummary("produce", 5, 5, 1.0, None, partial=True, extra={"stopped_by": "SIGINT"})]
+    _finish(options, args, runs, run_context(options, "produce", 3))
+    document = json.loads(out.read_text())
+    assert document["partial"] and len(document["runs"]) == 3
+    assert document["figures"]["records_per_s"]["values"] == [100.0, 300.0]
+    assert document["result"]["records"] == 100
+    assert "over 2 runs (min / median / max):" in capsys.readouterr().out
