@@ -229,3 +229,19 @@ def test_repeats_json_context_progress_and_compare(broker_process: Any, tmp_path
     tolerant = subprocess.run([str(KBROKER), "perf", "compare", str(paths[0]), str(crafted),
                                "--threshold", "0.6"], capture_output=True, text=True, timeout=60)
     assert tolerant.returncode == 0, tolerant.stdout + tolerant.stderr
+
+
+def test_workers_die_with_a_killed_parent(broker_process: Any, perf_processes: list[Perf]) -> None:
+    """SIGKILL leaves the parent no clean-up: the kernel ends the workers (PR_SET_PDEATHSIG)."""
+    perf = Perf("produce", "--bootstrap-server", broker_process.bootstrap_servers,
+                "--topic", "perf-kill", "--partitions", "1", "--num-records", "100000000",
+                "--record-size", "100", "--throughput", "20000", "--producers", "2")
+    perf_processes.append(perf)
+    workers = wait_for_workers(perf.proc.pid, 2)
+    perf.wait_for_records()
+    os.kill(perf.proc.pid, signal.SIGKILL)
+    perf.proc.wait(30)
+    deadline = time.monotonic() + 30
+    while [pid for pid in workers if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if alive(pid)]
