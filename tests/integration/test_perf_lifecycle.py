@@ -113,17 +113,20 @@ def wait_for_workers(pid: int, count: int, timeout: float = 60.0) -> list[int]:
     raise AssertionError(f"{count} workers of {pid} did not appear")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(("mode", "sig"), [("produce", signal.SIGTERM), ("produce", signal.SIGINT),
+                                         ("e2e", signal.SIGTERM)])
 def test_a_signal_stops_the_workers_and_prints_a_partial_summary(
-        broker_process: Any, perf_processes: list[Perf], tmp_path: Path, sig: int) -> None:
+        broker_process: Any, perf_processes: list[Perf], tmp_path: Path, mode: str,
+        sig: int) -> None:
     bs = broker_process.bootstrap_servers
-    topic = f"perf-stop-{sig}"
+    topic = f"perf-stop-{mode}-{sig}"
     out = tmp_path / "partial.json"
-    perf = Perf("produce", "--bootstrap-server", bs, "--topic", topic, "--partitions", "2",
+    processes = ["--producers", "2"] if mode == "produce" else []  # e2e: one consumer process
+    perf = Perf(mode, "--bootstrap-server", bs, "--topic", topic, "--partitions", "2",
                 "--num-records", "100000000", "--record-size", "100", "--throughput", "20000",
-                "--producers", "2", "--json", str(out))
+                *processes, "--json", str(out))
     perf_processes.append(perf)
-    workers = wait_for_workers(perf.proc.pid, 2)
+    workers = wait_for_workers(perf.proc.pid, 2 if mode == "produce" else 1)
     perf.wait_for_records()
     if sig == signal.SIGINT:  # Ctrl-C: the terminal signals the whole process group
         os.killpg(perf.proc.pid, sig)
@@ -133,7 +136,7 @@ def test_a_signal_stops_the_workers_and_prints_a_partial_summary(
     assert code == 128 + sig, stdout + stderr
     assert not [pid for pid in workers if alive(pid)]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
-    assert f"produce PARTIAL ({signal.Signals(sig).name})" in stdout
+    assert f"{mode} PARTIAL ({signal.Signals(sig).name})" in stdout
     document = json.loads(out.read_text())
     assert document["partial"] and document["runs"][0]["partial"]
     assert document["runs"][0]["records"] > 0
