@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import statistics
 import sys
 import tempfile
@@ -43,15 +42,21 @@ sys.path.insert(0, str(BENCH_DIR))
 import brokers  # noqa: E402
 
 from kbroker.perf.cli import run_mode  # noqa: E402
+from kbroker.perf.compare import (  # noqa: E402
+    DEFAULT_THRESHOLD,
+    NOISE_LOG_STDEV,
+    default_threshold_all,
+    geomean,
+    is_regression,
+    ratio_spread,
+)
+from kbroker.perf.compare import ratio as compare_ratio  # noqa: E402
 from kbroker.perf.options import PerfOptions  # noqa: E402
+from kbroker.perf.stats import format_figure  # noqa: E402
 
 GB = 1024**3
-# Noise floor, measured on this shared 2-core machine (Tansu vs Tansu, full matrix, 3 repeats,
-# colleagues' builds and tests running; bench/README.md): per-cell median A/B records/s ratios
-# spanned 0.72..1.58, stdev of their logs 0.21. 0.30 would have flagged none of those 32 cells
-# (0.15 flagged 8, 0.20 flagged 3, 0.25 flagged 1).
-NOISE_LOG_STDEV = 0.21
-DEFAULT_THRESHOLD = 0.30
+# The noise band and the default thresholds are kbroker.perf.compare's (shared with
+# `kbroker perf compare`), measured on this shared 2-core machine (bench/README.md).
 RESULTS_DIR = BENCH_DIR / "results"
 # Records per phase: ~500 MB of 1 KiB records, ~300 MB of 100 B records (a few seconds each).
 FULL_RECORDS = {100: 3_000_000, 1024: 500_000}
@@ -242,7 +247,7 @@ def summarize(runs: list[dict[str, Any]], cells: list[str]) -> list[dict[str, An
                     continue
                 med_a = statistics.median(a) if a else None
                 med_b = statistics.median(b) if b else None
-                ratio = med_a / med_b if med_a is not None and med_b else None
+                ratio = compare_ratio(med_a, med_b)
                 rows.append({"cell": cell, "phase": phase, "metric": name, "a": med_a,
                              "b": med_b, "ratio": ratio, "a_values": a, "b_values": b})
     return rows
@@ -268,11 +273,8 @@ def noise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         run_ratios += [a / b for a, b in zip(row["a_values"], row["b_values"], strict=False) if b]
     if not cell_ratios:
         return {}
-    logs = [math.log(r) for r in cell_ratios]
     return {
-        "cell_ratio_min": min(cell_ratios), "cell_ratio_max": max(cell_ratios),
-        "cell_ratio_median": statistics.median(cell_ratios),
-        "cell_log_ratio_stdev": statistics.stdev(logs) if len(logs) > 1 else 0.0,
+        **{f"cell_{key}": value for key, value in ratio_spread(cell_ratios).items()},
         "run_ratio_min": min(run_ratios) if run_ratios else None,
         "run_ratio_max": max(run_ratios) if run_ratios else None,
         "cells": len(cell_ratios),
@@ -290,29 +292,15 @@ def throughput_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def regressions(rows: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
     """Throughput rows whose A/B ratio is below 1 - threshold."""
-    return [row for row in throughput_rows(rows) if row["ratio"] < 1.0 - threshold]
+    return [row for row in throughput_rows(rows) if is_regression(row["ratio"], threshold)]
 
 
 def geomean_ratio(rows: list[dict[str, Any]]) -> float | None:
     """Geometric mean of the checked A/B ratios: the whole matrix in one, far less noisy, figure."""
-    ratios = [row["ratio"] for row in throughput_rows(rows) if row["ratio"] > 0]
-    return math.exp(statistics.mean(math.log(r) for r in ratios)) if ratios else None
-
-
-def default_threshold_all(checked: int) -> float:
-    """1 - exp(-3 sigma) for the mean of `checked` log ratios (sigma = NOISE_LOG_STDEV/sqrt(n))."""
-    return 1.0 - math.exp(-3.0 * NOISE_LOG_STDEV / math.sqrt(max(checked, 1)))
+    return geomean([row["ratio"] for row in throughput_rows(rows)])
 
 
 # ---------------------------------------------------------------- output
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 10000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
-
 
 def print_table(rows: list[dict[str, Any]], a_name: str, b_name: str) -> None:
     print(f"\nmedians over repeats; A = {a_name}, B = {b_name}; ratio = A/B")
@@ -320,8 +308,8 @@ def print_table(rows: list[dict[str, Any]], a_name: str, b_name: str) -> None:
     for row in rows:
         digits = 3 if row["metric"] in ("cpu_s_per_gb",) else 2
         print(f"{row['cell']:28} {row['phase']:8} {row['metric']:14} "
-              f"{_fmt(row['a'], digits):>12} {_fmt(row['b'], digits):>12} "
-              f"{_fmt(row['ratio'], 3):>7}")
+              f"{format_figure(row['a'], digits):>12} {format_figure(row['b'], digits):>12} "
+              f"{format_figure(row['ratio'], 3):>7}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -156,7 +156,7 @@ class BrokerComponents:
         self.offsets_topic = OffsetsTopic(self)
         self.group_coordinator = GroupCoordinator(
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic,
-            clustered=self.clustered)
+            clustered=self.clustered, topics=self.topics)
         self.share_groups = ShareGroups(self, lambda g: g in self.group_coordinator.groups
                                         or self.group_coordinator.consumer.is_active(g))
         self.transaction_topic = TransactionTopic(self)

@@ -295,6 +295,9 @@ def test_consumer_group_keys_are_checked_as_kafka_checks_them() -> None:
     c = BrokerConfig.from_props({})
     assert (c.group_consumer_session_timeout_ms, c.group_consumer_heartbeat_interval_ms) == (45000, 5000)
     assert c.group_consumer_assignors == ("uniform", "range")
+    assert c.group_consumer_migration_policy == "bidirectional"  # Kafka 4.0's default
+    assert BrokerConfig.from_props({"group.consumer.migration.policy": "Upgrade"}).group_consumer_migration_policy \
+        == "Upgrade"  # Kafka's CaseInsensitiveValidString
     named = BrokerConfig.from_props({
         "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
     assert named.group_consumer_assignors == ("range", "uniform")
@@ -303,7 +306,7 @@ def test_consumer_group_keys_are_checked_as_kafka_checks_them() -> None:
         ({"group.consumer.heartbeat.interval.ms": "20000"}, "group.consumer.heartbeat.interval.ms"),
         ({"group.consumer.min.session.timeout.ms": "70000"}, "group.consumer.min.session.timeout.ms"),
         ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
-        ({"group.consumer.migration.policy": "bidirectional"}, "group.consumer.migration.policy"),
+        ({"group.consumer.migration.policy": "sideways"}, "group.consumer.migration.policy"),
         ({"group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "6000",
           "group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "6000"},
          "group.consumer.heartbeat.interval.ms must be less than"),

@@ -175,20 +175,25 @@ def between(lo: float, hi: float) -> Range:
 
 @dataclass(frozen=True)
 class ValidString:
-    """Kafka's ValidString.in: one of the given strings."""
+    """Kafka's ValidString.in (and, `ignore_case`, CaseInsensitiveValidString.in): one of
+    the given strings."""
 
     choices: tuple[str, ...]
+    ignore_case: bool = False
 
     def __call__(self, name: str, value: Any) -> None:
-        if value is not None and value not in self.choices:
+        if value is None:
+            return
+        if value not in self.choices and not (
+                self.ignore_case and str(value).lower() in {c.lower() for c in self.choices}):
             raise invalid(name, value, f"String must be one of: {', '.join(self.choices)}")
 
     def __str__(self) -> str:
         return f"[{', '.join(self.choices)}]"
 
 
-def one_of(*choices: str) -> ValidString:
-    return ValidString(choices)
+def one_of(*choices: str, ignore_case: bool = False) -> ValidString:
+    return ValidString(choices, ignore_case)
 
 
 @dataclass(frozen=True)

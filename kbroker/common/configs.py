@@ -475,9 +475,13 @@ _COORDINATORS = (
     _key("group.consumer.assignors", LIST, ("uniform", "range"), None,
          "The server-side assignors of KIP-848 consumer groups, the first the default: "
          "uniform and range (or Kafka's class names of them)."),
-    _key("group.consumer.migration.policy", STRING, "disabled", one_of("disabled"),
-         "Classic and consumer members in one group: only `disabled` (no mixed groups; a "
-         "classic join to a consumer group answers INCONSISTENT_GROUP_PROTOCOL)."),
+    _key("group.consumer.migration.policy", STRING, "bidirectional",
+         one_of("disabled", "upgrade", "downgrade", "bidirectional", ignore_case=True),
+         "Online conversion of groups with members between the classic and the consumer "
+         "protocol: `upgrade` (a classic group becomes a consumer group at its first "
+         "ConsumerGroupHeartbeat), `downgrade` (a consumer group left with classic members "
+         "only becomes a classic group), both (`bidirectional`, Kafka 4.0's default) or "
+         "neither (`disabled`). Empty groups change type whatever the policy."),
     _key("group.share.session.timeout.ms", INT, 45000, at_least(1),
          "Share groups (KIP-932): how long a member may go without a heartbeat before it is "
          "fenced and the records it holds are released."),

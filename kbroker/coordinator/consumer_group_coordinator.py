@@ -7,7 +7,7 @@ copied). A heartbeat:
 1. is checked as Kafka checks it (INVALID_REQUEST for a malformed first heartbeat,
    UNSUPPORTED_ASSIGNOR, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
    UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND for a classic
-   group with members);
+   group with members that may not be upgraded: consumer_group_migration.py);
 2. updates the member's subscription; a changed subscription, a new or departed
    member, or a change of the subscribed topics (created, deleted, more partitions:
    compared at every heartbeat against the broker's topics) bumps the group epoch;
@@ -66,6 +66,7 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
 
 class TopicInfoLike(Protocol):
@@ -77,6 +78,19 @@ class TopicLookup(Protocol):
     def get(self, name: str) -> TopicInfoLike | None: ...
 
     def names(self) -> list[str]: ...
+
+
+class _NoTopics:
+    """A TopicLookup with no topics (a coordinator built without the broker's)."""
+
+    def get(self, name: str) -> TopicInfoLike | None:
+        return None
+
+    def names(self) -> list[str]:
+        return []
+
+
+NO_TOPICS: TopicLookup = _NoTopics()
 
 
 @dataclass
@@ -119,6 +133,8 @@ def new_member_id() -> str:
 
 
 Records = list[tuple[bytes, "bytes | None"]]
+# (group id, the broker's topics, the operation's records, what follows once they are written)
+Upgrade = Callable[[str, "TopicLookup", Records, list[Callable[[], None]]], "ConsumerGroup | None"]
 
 
 class ConsumerGroupCoordinator:
@@ -132,6 +148,13 @@ class ConsumerGroupCoordinator:
         self.classic_group_active = classic_group_active
         self.write = write
         self.groups: dict[str, ConsumerGroup] = {}
+        # online migration (consumer_group_migration.py, set by the group coordinator): a
+        # classic group with members becomes a consumer group at a member's first heartbeat
+        # (its records added to the heartbeat's, the classic group emptied once they are
+        # written; None: refused), and a consumer group whose last consumer-protocol member
+        # goes becomes a classic one (None: not converted; else the conversion's write error)
+        self.upgrade: Upgrade = lambda group_id, topics, records, on_written: None
+        self.downgrade: Callable[[ConsumerGroup, ConsumerGroupMember], int | None] = lambda group, member: None
 
     # -- ConsumerGroupHeartbeat
     def heartbeat(self, req: HeartbeatRequest, topics: TopicLookup) -> HeartbeatResult:
@@ -140,23 +163,27 @@ class ConsumerGroupCoordinator:
         the group is put back as it was (GroupSnapshot) and the answer is the write's error."""
         snapshot = GroupSnapshot(self.groups, req.group_id, self.timers)
         records: Records = []
+        on_written: list[Callable[[], None]] = []  # what follows once the records are in (an upgrade)
         try:
             _validate(req, self.config.assignors)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 result = self._leave(req, records)
             else:
-                result = self._heartbeat(req, topics, records)
+                result = self._heartbeat(req, topics, records, on_written)
         except HeartbeatError as e:
             snapshot.revert()
             return HeartbeatResult(e.code, e.message)
-        code = self._append(req.group_id, records) if records else E.NONE
+        code = self.append_or_revert(snapshot, req.group_id, records)
         if code != E.NONE:
-            snapshot.revert()
             return HeartbeatResult(code, "The group's records could not be written.")
+        for action in on_written:
+            action()
         return result
 
-    def _heartbeat(self, req: HeartbeatRequest, topics: TopicLookup, records: Records) -> HeartbeatResult:
-        group = self._group(req.group_id, create=req.member_epoch == JOIN_GROUP_MEMBER_EPOCH)
+    def _heartbeat(self, req: HeartbeatRequest, topics: TopicLookup, records: Records,
+                   on_written: list[Callable[[], None]]) -> HeartbeatResult:
+        joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._group(req.group_id, joining, topics, records, on_written)
         member = self._member(group, req, records)
         updated = member.replace(
             rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
@@ -169,30 +196,42 @@ class ConsumerGroupCoordinator:
                                     else member.subscribed_topic_regex),
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
             client_id=req.client_id, client_host=req.client_host)
-        gid, mid = group.group_id, updated.member_id
-        bump = mid not in group.members or updated.subscription_key() != member.subscription_key()
-        if bump or (updated.client_id, updated.client_host) != (member.client_id, member.client_host):
-            records.append((cr.encode_key(cr.RecordKey(cr.MEMBER_METADATA, gid, mid)), cr.encode_member(updated)))
-        group.put_member(updated)
-        if self._refresh_subscribed(group, topics) or bump:
-            group.group_epoch += 1
-            records.append(_epoch_record(group))
-            log.info("group %s: epoch %d (member %s)", gid, group.group_epoch, mid)
-        if group.group_epoch > group.assignment_epoch:
-            records += self._compute_target(group)
-        reconciled = reconcile(updated, group.assignment_epoch, group.target.get(mid, {}), req.owned, group.holder)
-        if _assignment_key(reconciled) != _assignment_key(member) or req.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
-            records.append((cr.encode_key(cr.RecordKey(cr.CURRENT_ASSIGNMENT, gid, mid)),
-                            cr.encode_current(reconciled)))
-        group.put_member(reconciled)
-        self._schedule_timers(group, reconciled, updated.state)
-        send = (req.member_epoch == JOIN_GROUP_MEMBER_EPOCH or reconciled.assigned != member.assigned
+        reconciled = self.reconcile_member(group, member, updated, req.owned, topics, joining, records)
+        self.schedule_timers(group, reconciled)
+        send = (joining or reconciled.assigned != member.assigned
                 or (req.owned is not None and req.owned != reconciled.assigned))
         return HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
                                self.config.heartbeat_interval_ms,
                                reconciled.assigned if send else None)
 
-    def _append(self, group_id: str, records: Records) -> int:
+    def reconcile_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                         owned: Assignment | None, topics: TopicLookup, joining: bool,
+                         records: Records) -> ConsumerGroupMember:
+        """Steps 2-4 of a heartbeat (or of a classic member's JoinGroup): store the updated
+        member, bump the group epoch if its subscription or the subscribed topics changed,
+        compute the target if the group epoch is ahead, reconcile the member. Returns the
+        member as it is now; the records to write are added to `records`."""
+        gid, mid = group.group_id, updated.member_id
+        bump = mid not in group.members or updated.subscription_key() != member.subscription_key()
+        if bump or (updated.client_id, updated.client_host, updated.classic) != (
+                member.client_id, member.client_host, member.classic):
+            records.append((cr.encode_key(cr.RecordKey(cr.MEMBER_METADATA, gid, mid)), cr.encode_member(updated)))
+        group.put_member(updated)
+        if self.refresh_subscribed(group, topics) or bump:
+            group.group_epoch += 1
+            records.append(_epoch_record(group))
+            log.info("group %s: epoch %d (member %s)", gid, group.group_epoch, mid)
+        if group.group_epoch > group.assignment_epoch:
+            records += self._compute_target(group)
+        reconciled = reconcile(updated, group.assignment_epoch, group.target.get(mid, {}), owned, group.holder)
+        if _assignment_key(reconciled) != _assignment_key(member) or joining:
+            records.append((cr.encode_key(cr.RecordKey(cr.CURRENT_ASSIGNMENT, gid, mid)),
+                            cr.encode_current(reconciled)))
+        group.put_member(reconciled)
+        return reconciled
+
+    def append(self, group_id: str, records: Records) -> int:
+        """Append the records in one batch; the write's error as a client gets it."""
         try:
             self.write(group_id, records)
         except Exception as e:
@@ -200,12 +239,23 @@ class ConsumerGroupCoordinator:
             return operation_error(e)
         return E.NONE
 
-    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def append_or_revert(self, snapshot: GroupSnapshot, group_id: str, records: Records) -> int:
+        """The end of an operation: its records appended, or the group put back as it was."""
+        code = self.append(group_id, records) if records else E.NONE
+        if code != E.NONE:
+            snapshot.revert()
+        return code
+
+    def _group(self, group_id: str, create: bool, topics: TopicLookup, records: Records,
+               on_written: list[Callable[[], None]]) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None and not group.dead:
             return group
         if self.classic_group_active(group_id):
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            upgraded = self.upgrade(group_id, topics, records, on_written) if create else None
+            if upgraded is None:
+                raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            return upgraded
         if not create:
             raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member of that id.")
         group = self.groups[group_id] = ConsumerGroup(group_id)
@@ -223,7 +273,7 @@ class ConsumerGroupCoordinator:
                     if old.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                         raise HeartbeatError(E.UNRELEASED_INSTANCE_ID,
                                              f"Static member {req.instance_id} is still in the group.")
-                    return self._replace_static(group, old, req.member_id or new_member_id(), records)
+                    return self.replace_static(group, old, req.member_id or new_member_id(), records)
             if len(group.members) >= self.config.max_size:
                 raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED,
                                      f"The group has reached its maximum size ({self.config.max_size}).")
@@ -236,8 +286,8 @@ class ConsumerGroupCoordinator:
         _check_epoch(member, req.member_epoch, req.owned)
         return member
 
-    def _replace_static(self, group: ConsumerGroup, old: ConsumerGroupMember,
-                        new_id: str, records: Records) -> ConsumerGroupMember:
+    def replace_static(self, group: ConsumerGroup, old: ConsumerGroupMember,
+                       new_id: str, records: Records) -> ConsumerGroupMember:
         """A static member back under a new member id takes over the old one's epoch and
         assignment, with no new group epoch (Kafka's static member replacement)."""
         self._cancel_timers(old)
@@ -256,7 +306,7 @@ class ConsumerGroupCoordinator:
         log.info("group %s: static member %s is now %s", group.group_id, old.instance_id, new_id)
         return new
 
-    def _refresh_subscribed(self, group: ConsumerGroup, topics: TopicLookup) -> bool:
+    def refresh_subscribed(self, group: ConsumerGroup, topics: TopicLookup) -> bool:
         names = set(group.subscribed_topic_names())
         for regex in {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}:
             pattern = re.compile(regex)
@@ -316,23 +366,34 @@ class ConsumerGroupCoordinator:
                             cr.encode_current(left)))
             log.info("group %s: static member %s leaves for now", group.group_id, member.instance_id)
         else:
-            self.fence(group, member, "left the group", records)
+            code = self.fence(group, member, "left the group", records)
+            if code != E.NONE:  # the group's conversion to a classic group could not be written
+                raise HeartbeatError(code, "The group's records could not be written.")
         return HeartbeatResult(E.NONE, None, member.member_id, req.member_epoch)
 
     def fence(self, group: ConsumerGroup, member: ConsumerGroupMember, reason: str,
               records: Records | None = None) -> int:
         """Remove the member and bump the group epoch: its partitions go to the others. With
         `records`, part of a heartbeat (which writes them); alone, written here, and on a
-        failed write the group stays as it was. Returns the write's error."""
+        failed write the group stays as it was. Returns the write's error. When the others
+        all use the classic protocol the group may become a classic group instead (Kafka's
+        consumerGroupFenceMember), in a write of its own."""
+        if member.member_id not in group.members:
+            return E.NONE
+        converted = self.downgrade(group, member)
+        if converted is not None:
+            if converted == E.NONE:
+                log.info("group %s: member %s removed (%s); the group is a classic group now",
+                         group.group_id, member.member_id, reason)
+            return converted
         alone = records is None
         snapshot = GroupSnapshot(self.groups, group.group_id, self.timers) if alone else None
         out: Records = [] if records is None else records
         self._cancel_timers(member)
-        if group.remove_member(member.member_id) is None:
-            return E.NONE
+        group.remove_member(member.member_id)
         group.group_epoch += 1
         out += _tombstones(group.group_id, member.member_id) + [_epoch_record(group)]
-        code = self._append(group.group_id, out) if alone else E.NONE
+        code = self.append(group.group_id, out) if alone else E.NONE
         if code != E.NONE and snapshot is not None:
             snapshot.revert()
             return code
@@ -340,17 +401,20 @@ class ConsumerGroupCoordinator:
                  group.group_epoch)
         return E.NONE
 
-    def _schedule_timers(self, group: ConsumerGroup, member: ConsumerGroupMember, was: MemberState) -> None:
+    def schedule_timers(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member_id = member.member_id
         member.session_timer = self.timers.schedule(
-            self.config.session_timeout_ms, lambda: self._expired(group, member_id, "session timeout"))
+            member.classic.session_timeout_ms if member.classic is not None else self.config.session_timeout_ms,
+            lambda: self.expired(group, member_id, "session timeout"))
+        if member.classic is not None:
+            return  # its join and sync timeouts: consumer_group_classic.py
         revoking = member.state == MemberState.UNREVOKED_PARTITIONS
         if revoking and member.rebalance_timer is None:
             member.rebalance_timer = self.timers.schedule(
                 member.rebalance_timeout_ms,
-                lambda: self._expired(group, member_id, "did not revoke within its rebalance timeout"))
+                lambda: self.expired(group, member_id, "did not revoke within its rebalance timeout"))
         elif not revoking and member.rebalance_timer is not None:
             member.rebalance_timer.cancel()
             member.rebalance_timer = None
@@ -361,13 +425,13 @@ class ConsumerGroupCoordinator:
                 timer.cancel()
         member.session_timer = member.rebalance_timer = None
 
-    def _expired(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
+    def expired(self, group: ConsumerGroup, member_id: str, reason: str) -> None:
         member = group.members.get(member_id)
         if member is not None and self.groups.get(group.group_id) is group:
             member.session_timer = member.rebalance_timer = None
             if self.fence(group, member, reason) != E.NONE:  # retried, as Kafka's timers retry
                 member.session_timer = self.timers.schedule(
-                    FENCE_RETRY_BACKOFF_MS, lambda: self._expired(group, member_id, reason))
+                    FENCE_RETRY_BACKOFF_MS, lambda: self.expired(group, member_id, reason))
 
     # -- offsets
     def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> int | None:
@@ -381,6 +445,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits with its generation: the epoch
+            return E.ILLEGAL_GENERATION if member_epoch != member.member_epoch else E.NONE
         if api_version < 9:
             return E.UNSUPPORTED_VERSION
         if member_epoch > member.member_epoch:
@@ -397,7 +463,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        return E.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else E.NONE
+        if member_epoch == member.member_epoch:
+            return E.NONE
+        return E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
 
     def is_active(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -411,9 +479,7 @@ class ConsumerGroupCoordinator:
         if group is None:
             return E.NONE
         if not forget:
-            records = [r for m in group.members for r in _tombstones(group_id, m)]
-            code = self._append(group_id, records + [(cr.encode_key(cr.RecordKey(kind, group_id)), None)
-                                                   for kind in (cr.TARGET_METADATA, cr.GROUP_METADATA)])
+            code = self.append(group_id, group_tombstones(group))
             if code != E.NONE:
                 return code  # the group stays, as nothing of its end was written
         del self.groups[group_id]
@@ -467,7 +533,7 @@ class ConsumerGroupCoordinator:
             if group_ids is not None and group.group_id not in group_ids:
                 continue
             for member in group.members.values():
-                self._schedule_timers(group, member, member.state)
+                self.schedule_timers(group, member)
 
     def state_of(self, group_id: str) -> ConsumerGroupState | None:
         group = self.groups.get(group_id)
@@ -538,6 +604,14 @@ def _tombstones(group_id: str, member_id: str) -> Records:
     """A departed member's records, as Kafka writes them when it fences one."""
     return [(cr.encode_key(cr.RecordKey(kind, group_id, member_id)), None)
             for kind in (cr.CURRENT_ASSIGNMENT, cr.TARGET_MEMBER, cr.MEMBER_METADATA)]
+
+
+def group_tombstones(group: ConsumerGroup) -> Records:
+    """A group's end, deleted or converted to a classic group: its members' records, then its
+    own (Kafka's ConsumerGroup.createGroupTombstoneRecords)."""
+    gid = group.group_id
+    return [r for m in group.members for r in _tombstones(gid, m)] + [
+        (cr.encode_key(cr.RecordKey(kind, gid)), None) for kind in (cr.TARGET_METADATA, cr.GROUP_METADATA)]
 
 
 def _assignment_key(m: ConsumerGroupMember) -> tuple[object, ...]:

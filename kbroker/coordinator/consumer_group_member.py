@@ -12,6 +12,11 @@ Epochs a client sends: 0 to join, -1 to leave, -2 (static members) to leave for 
 while; a static member that left with -2 keeps its assignment for a new member with
 the same `group.instance.id` until its session times out.
 
+A member that joined with the classic protocol (JoinGroup, in a group being upgraded
+member by member: coordinator/consumer_group_classic.py) also has `classic`: its
+session timeout and the protocols of its JoinGroup (name, embedded subscription), as
+Kafka's ClassicMemberMetadata.
+
 Lock: the broker's event-loop thread only (the consumer group coordinator's).
 """
 
@@ -39,6 +44,17 @@ class MemberState(Enum):
     UNKNOWN = "unknown"
 
 
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), the member's order
+
+    @property
+    def protocol_name(self) -> str:
+        """The member's first protocol: the one its JoinGroup and SyncGroup name."""
+        return self.protocols[0][0] if self.protocols else ""
+
+
 @dataclass
 class ConsumerGroupMember:
     member_id: str
@@ -55,12 +71,17 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     revoking: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None
     # not part of the member's value: its timers
     session_timer: Any = field(default=None, compare=False, repr=False)
     rebalance_timer: Any = field(default=None, compare=False, repr=False)
 
     def replace(self, **changes: Any) -> ConsumerGroupMember:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def owned_partitions(self) -> set[tuple[uuid.UUID, int]]:
         """Every partition the member holds: assigned, or still to revoke."""

@@ -6,7 +6,8 @@ A key is int16 record type + the key (not flexible); a value is int16 version (0
 value (flexible). A null value is a tombstone. The record types:
 
     3 ConsumerGroupMetadata                 group -> group epoch, metadata hash (tag 0)
-    5 ConsumerGroupMemberMetadata           group, member -> subscription, client, rebalance timeout
+    5 ConsumerGroupMemberMetadata           group, member -> subscription, client, rebalance timeout,
+                                            a classic member's session timeout and protocols
     6 ConsumerGroupTargetAssignmentMetadata group -> assignment epoch
     7 ConsumerGroupTargetAssignmentMember   group, member -> its target (topic id, partitions)
     8 ConsumerGroupCurrentMemberAssignment  group, member -> member epoch, previous epoch,
@@ -26,7 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kbroker.coordinator.consumer_group_member import Assignment, ConsumerGroupMember, MemberState
+from kbroker.coordinator.consumer_group_member import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroupMember,
+    MemberState,
+)
 from kbroker.protocol.codec import Reader, Writer
 from kbroker.protocol.messages.internal_records.consumer_group_current_member_assignment_key import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -159,17 +165,23 @@ def decode_assignment_epoch(data: bytes) -> int:
 
 
 def encode_member(m: ConsumerGroupMember) -> bytes:
+    classic: dict[str, Any] = {} if m.classic is None else {"classic_member_metadata": MemberValue.ClassicMemberMetadata(
+        session_timeout_ms=m.classic.session_timeout_ms,
+        supported_protocols=[MemberValue.ClassicProtocol(name=n, metadata=md) for n, md in m.classic.protocols])}
     return _encode(MemberValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor, **classic))
 
 
 def decode_member(member_id: str, data: bytes) -> ConsumerGroupMember:
     v = _decode(MemberValue, data)
+    c = v.classic_member_metadata  # absent: the empty default (a classic member has protocols)
+    classic = None if c is None or not c.supported_protocols else ClassicMemberMetadata(
+        c.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in c.supported_protocols))
     return ConsumerGroupMember(member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
                                v.rebalance_timeout_ms, tuple(v.subscribed_topic_names),
-                               v.subscribed_topic_regex, v.server_assignor)
+                               v.subscribed_topic_regex, v.server_assignor, classic=classic)
 
 
 def _pairs(cls: Any, a: Assignment) -> list[Any]:

@@ -26,17 +26,19 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
 from kbroker.coordinator import consumer_group_coordinator as cgc
 from kbroker.coordinator.consumer_group import ConsumerGroup
+from kbroker.coordinator.consumer_group_classic import ClassicMembers
+from kbroker.coordinator.consumer_group_migration import GroupMigration
+from kbroker.coordinator.group_coordinator_config import CoordinatorConfig
 from kbroker.coordinator.group_metadata import (
     GroupMetadata,
     GroupState,
     JoinCallback,
+    JoinRequest,
     JoinResult,
     MemberMetadata,
     OffsetAndMetadata,
@@ -57,58 +59,41 @@ PREPARING, COMPLETING, STABLE, EMPTY, DEAD = (
     GroupState.EMPTY, GroupState.DEAD)
 
 
-@dataclass(frozen=True)
-class CoordinatorConfig:
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = 2**31 - 1
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offset_metadata_max_bytes: int = 4096
-    consumer: cgc.ConsumerGroupConfig = field(default_factory=cgc.ConsumerGroupConfig)
-
-    @classmethod
-    def from_broker_config(cls, c: Any) -> CoordinatorConfig:
-        consumer = cgc.ConsumerGroupConfig(c.group_consumer_session_timeout_ms, c.group_consumer_heartbeat_interval_ms,
-                                           c.group_consumer_max_size, tuple(c.group_consumer_assignors))
-        return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
-                   c.group_initial_rebalance_delay_ms, c.group_max_size,
-                   c.offsets_retention_minutes * 60_000, c.offset_metadata_max_bytes, consumer)
-
-
-@dataclass
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    require_known_member_id: bool = True
-    client_id: str = ""
-    client_host: str = ""
-
-
 class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig, time: Time, store: GroupStore,
-                 timers: Timers | None = None, *, clustered: bool = False) -> None:
+                 timers: Timers | None = None, *, clustered: bool = False,
+                 topics: cgc.TopicLookup | None = None) -> None:
         self.config = config
         self.time = time
         self.timers = timers or Timers(time)
         self.store = store
-        self.manager = GroupMetadataManager(store, config.offsets_retention_ms)
+        # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
+        self.consumer = cgc.ConsumerGroupCoordinator(config.consumer, self.timers, self._classic_active,
+                                                     store.append)
+        self.manager = GroupMetadataManager(store, config.offsets_retention_ms,
+                                            self.consumer.is_active, self.consumer.replay)
         self.loading = False  # the start-up load (every partition)
         self.loading_partitions: set[int] = set()  # cluster mode: being loaded on election
         self.completed_rebalances = 0  # group-completed-rebalance-count (/metrics)
         # Cluster mode: the __consumer_offsets partitions this broker leads, whose groups it
         # coordinates (None: every group, a single broker).
         self.owned_partitions: set[int] | None = set() if clustered else None
-        # KIP-848 consumer groups; their offsets stay in `groups` (one store for both types)
-        self.consumer = cgc.ConsumerGroupCoordinator(config.consumer, self.timers, self._classic_active,
-                                                     store.append)
-        self.manager.consumer_active = self.consumer.is_active
-        self.manager.consumer_replay = self.consumer.replay
+        # the broker's topics: classic members of consumer groups name them, KIP-848 ids them
+        self.topics: cgc.TopicLookup = topics if topics is not None else cgc.NO_TOPICS
+        # classic members inside consumer groups, and the conversions between the types
+        self.classic_in_consumer = ClassicMembers(self.consumer)
+        self.migration = GroupMigration(self)
+        self.consumer.upgrade = self.migration.upgrade
+        self.consumer.downgrade = self.migration.downgrade
+
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The KIP-848 consumer group of that id: classic requests of its members go to it."""
+        group = self.consumer.groups.get(group_id)
+        return None if group is None or group.dead else group
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        """Whether the group is a KIP-848 consumer group now (with classic members, maybe)."""
+        return self._consumer_group(group_id) is not None
 
     def _classic_active(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -133,7 +118,7 @@ class GroupCoordinator:
         try:
             for group in self.manager.load(self.now()):
                 for member in group.members.values():
-                    self._schedule_heartbeat(group, member, member.session_timeout_ms)
+                    self.schedule_heartbeat(group, member, member.session_timeout_ms)
             self.consumer.after_load()
         finally:
             self.loading = False
@@ -150,7 +135,7 @@ class GroupCoordinator:
     def _release(self, group: GroupMetadata) -> None:
         """Stop the group's timers; parked JoinGroup and SyncGroup get NOT_COORDINATOR."""
         for member in group.members.values():
-            self._cancel_heartbeat(member)
+            self.cancel_heartbeat(member)
             if member.await_join is not None:
                 cb, member.await_join = member.await_join, None
                 cb(JoinResult(E.NOT_COORDINATOR, member.member_id))
@@ -184,7 +169,7 @@ class GroupCoordinator:
             loaded = self.manager.load(self.now(), self.store.read_partition(partition))
             for group in loaded:
                 for member in group.members.values():
-                    self._schedule_heartbeat(group, member, member.session_timeout_ms)
+                    self.schedule_heartbeat(group, member, member.session_timeout_ms)
             self.consumer.after_load({g for g in self.consumer.groups if self.store.partition_for(g) == partition})
         finally:
             self.loading_partitions.discard(partition)
@@ -219,10 +204,14 @@ class GroupCoordinator:
         if err == E.NONE and not (self.config.group_min_session_timeout_ms <= req.session_timeout_ms
                                   <= self.config.group_max_session_timeout_ms):
             err = E.INVALID_SESSION_TIMEOUT
-        if err == E.NONE and self.consumer.is_active(req.group_id):
-            err = E.INCONSISTENT_GROUP_PROTOCOL  # group.consumer.migration.policy=disabled
-        if err == E.NONE:
-            err = self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
+        if err != E.NONE:
+            callback(JoinResult(err, req.member_id))
+            return
+        consumer_group = self._consumer_group(req.group_id)
+        if consumer_group is not None and consumer_group.members:  # a classic member of a consumer group
+            callback(self.classic_in_consumer.join(consumer_group, req, self.topics))
+            return
+        err = self.consumer.drop(req.group_id)  # an Empty consumer group becomes a classic one
         if err != E.NONE:
             callback(JoinResult(err, req.member_id))
             return
@@ -309,8 +298,8 @@ class GroupCoordinator:
         if group.is_(PREPARING) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
-        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._rebalance(group, f"new member {member_id} joined")
+        self.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.rebalance(group, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
                                      req: JoinRequest, callback: JoinCallback) -> None:
@@ -321,7 +310,7 @@ class GroupCoordinator:
             stale, member.await_join = member.await_join, None
             stale(JoinResult(E.REBALANCE_IN_PROGRESS, member.member_id))
         member.await_join = callback
-        self._rebalance(group, f"member {member.member_id} rejoined")
+        self.rebalance(group, f"member {member.member_id} rejoined")
 
     def _replace_static_member(self, group: GroupMetadata, req: JoinRequest, old_id: str, new_id: str,
                                callback: JoinCallback) -> None:
@@ -333,14 +322,14 @@ class GroupCoordinator:
             scb, member.await_sync = member.await_sync, None
             scb(SyncResult(E.FENCED_INSTANCE_ID))
         member.client_id, member.client_host = req.client_id, req.client_host
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.schedule_heartbeat(group, member, member.session_timeout_ms)
         if group.is_(STABLE) and member.matches(req.protocols):
             leader = new_id == group.leader_id
             callback(self._join_result(group, member, skip_assignment=leader))
             return
         self._update_member_and_rebalance(group, member, req, callback)
 
-    def _rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_(STABLE, COMPLETING, EMPTY):
             self._prepare_rebalance(group, reason)
         self._try_complete_join(group)
@@ -389,7 +378,7 @@ class GroupCoordinator:
         group.join_deadline_ms = 0
         for member in [m for m in group.members.values() if not m.is_awaiting_join]:
             log.info("group %s: removing member %s, which did not rejoin", group.group_id, member.member_id)
-            self._cancel_heartbeat(member)
+            self.cancel_heartbeat(member)
             group.remove(member.member_id)
         group.generation_id += 1
         now = self.now()
@@ -409,7 +398,7 @@ class GroupCoordinator:
         for member in list(group.members.values()):
             cb, member.await_join = member.await_join, None
             member.is_new = False
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.schedule_heartbeat(group, member, member.session_timeout_ms)
             if cb is not None:
                 cb(self._join_result(group, member))
 
@@ -424,6 +413,11 @@ class GroupCoordinator:
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes], callback: SyncCallback) -> None:
         err = self._check_group_id(group_id)
+        consumer_group = self._consumer_group(group_id) if err == E.NONE else None
+        if consumer_group is not None:
+            callback(self.classic_in_consumer.sync(consumer_group, member_id, group_instance_id, generation_id,
+                                                   protocol_type, protocol_name, self.topics))
+            return
         group = self.groups.get(group_id)
         if err == E.NONE:
             err = self._check_member(group, member_id, group_instance_id, generation_id)
@@ -438,7 +432,7 @@ class GroupCoordinator:
         if group.is_(PREPARING):
             callback(SyncResult(E.REBALANCE_IN_PROGRESS))
             return
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.schedule_heartbeat(group, member, member.session_timeout_ms)
         if group.is_(STABLE):
             callback(SyncResult(E.NONE, member.assignment, group.protocol_type, group.protocol_name))
             return
@@ -453,7 +447,7 @@ class GroupCoordinator:
                            lambda: self.manager.store_group(group, full))
         if code != E.NONE:
             self._fail_sync_waiters(group, code)
-            self._rebalance(group, "storing the assignment failed")
+            self.rebalance(group, "storing the assignment failed")
             return
         for mid, m in group.members.items():
             m.assignment = full[mid]
@@ -491,20 +485,23 @@ class GroupCoordinator:
         err = self._check_group_id(group_id)
         if err != E.NONE:
             return err
+        consumer_group = self._consumer_group(group_id)
+        if consumer_group is not None:
+            return self.classic_in_consumer.heartbeat(consumer_group, member_id, group_instance_id, generation_id)
         group = self.groups.get(group_id)
         err = self._check_member(group, member_id, group_instance_id, generation_id)
         if err != E.NONE or group is None:
             return err
         member = group.members[member_id]
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.schedule_heartbeat(group, member, member.session_timeout_ms)
         return E.REBALANCE_IN_PROGRESS if group.is_(PREPARING) else E.NONE
 
-    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
-        self._cancel_heartbeat(member)
+    def schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
+        self.cancel_heartbeat(member)
         member.heartbeat_timer = self.timers.schedule(
             timeout_ms, lambda: self._heartbeat_expired(group, member))
 
-    def _cancel_heartbeat(self, member: MemberMetadata) -> None:
+    def cancel_heartbeat(self, member: MemberMetadata) -> None:
         if member.heartbeat_timer is not None:
             member.heartbeat_timer.cancel()
             member.heartbeat_timer = None
@@ -514,7 +511,7 @@ class GroupCoordinator:
         if group.members.get(member.member_id) is not member or group.is_(DEAD):
             return
         if (member.is_awaiting_join and not member.is_new) or member.await_sync is not None:
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.schedule_heartbeat(group, member, member.session_timeout_ms)
             return
         log.info("group %s: member %s failed to heartbeat in time", group.group_id, member.member_id)
         self._remove_member(group, member, "session timeout")
@@ -525,7 +522,7 @@ class GroupCoordinator:
         self._try_complete_join(group)
 
     def _remove_member(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
-        self._cancel_heartbeat(member)
+        self.cancel_heartbeat(member)
         if member.await_join is not None:
             cb, member.await_join = member.await_join, None
             cb(JoinResult(E.UNKNOWN_MEMBER_ID, member.member_id))
@@ -534,7 +531,7 @@ class GroupCoordinator:
             scb(SyncResult(E.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         if group.is_(STABLE, COMPLETING, PREPARING):
-            self._rebalance(group, f"member {member.member_id} left ({reason})")
+            self.rebalance(group, f"member {member.member_id} left ({reason})")
 
     # -- LeaveGroup
     def leave_group(self, group_id: str,
@@ -542,12 +539,17 @@ class GroupCoordinator:
         err = self._check_group_id(group_id)
         if err != E.NONE:
             return err, [(m, i, err) for m, i in members]
-        group = self.groups.get(group_id)
-        if group is None or group.is_(DEAD):
-            return E.NONE, [(m, i, E.UNKNOWN_MEMBER_ID) for m, i in members]
         results = []
-        for member_id, instance_id in members:
-            results.append((member_id, instance_id, self._leave_one(group, member_id, instance_id)))
+        for member_id, instance_id in members:  # a consumer group may become a classic one on the way
+            consumer_group = self._consumer_group(group_id)
+            group = self.groups.get(group_id)
+            if consumer_group is not None:
+                member_id, code = self.classic_in_consumer.leave(consumer_group, member_id, instance_id)
+            elif group is None or group.is_(DEAD):
+                code = E.UNKNOWN_MEMBER_ID
+            else:
+                code = self._leave_one(group, member_id, instance_id)
+            results.append((member_id, instance_id, code))
         return E.NONE, results
 
     def _leave_one(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
@@ -776,7 +778,10 @@ class GroupCoordinator:
         # members must be a `consumer` group, and a topic counts as subscribed when the
         # subscriptions cannot be read (None)
         subscribed: set[str] | None = set()
-        if not group.is_(EMPTY):
+        consumer_group = self._consumer_group(group_id)
+        if consumer_group is not None and consumer_group.members:  # Kafka's ConsumerGroup.isSubscribedToTopic
+            subscribed = consumer_group.subscribed_topic_names() | set(consumer_group.subscribed or {})
+        elif not group.is_(EMPTY):
             if group.protocol_type != "consumer":
                 return E.NON_EMPTY_GROUP, {}
             subscribed = group.subscribed_topics()

@@ -51,6 +51,20 @@ JoinCallback = Callable[["JoinResult"], None]
 SyncCallback = Callable[["SyncResult"], None]
 
 
+@dataclass
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    require_known_member_id: bool = True
+    client_id: str = ""
+    client_host: str = ""
+
+
 @dataclass(slots=True)
 class JoinResult:
     error_code: int

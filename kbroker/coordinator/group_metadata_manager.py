@@ -88,14 +88,16 @@ def _offset_key(group_id: str, tp: tuple[str, int]) -> bytes:
 
 
 class GroupMetadataManager:
-    def __init__(self, store: GroupStore, retention_ms: int) -> None:
+    def __init__(self, store: GroupStore, retention_ms: int,
+                 consumer_active: Callable[[str], bool] = lambda group_id: False,
+                 consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None) -> None:
         self.store = store
         self.retention_ms = retention_ms
         self.groups: dict[str, GroupMetadata] = {}
-        # a KIP-848 consumer group with members: its offsets do not expire (set by the coordinator)
-        self.consumer_active: Callable[[str], bool] = lambda group_id: False
-        # the records of KIP-848 consumer groups, as they are replayed (set by the coordinator)
-        self.consumer_replay: Callable[[bytes, bytes | None], None] = lambda key, value: None
+        # a KIP-848 consumer group with members: its offsets do not expire
+        self.consumer_active = consumer_active
+        # the records of KIP-848 consumer groups, as they are replayed
+        self.consumer_replay = consumer_replay
 
     # -- writes
     def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
@@ -117,20 +119,7 @@ class GroupMetadataManager:
 
     def store_group(self, group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> None:
         """Persist the group's generation, protocol, leader and members (with `assignments`)."""
-        members = []
-        for m in group.members.values():
-            assignment = m.assignment if assignments is None else assignments.get(m.member_id, b"")
-            try:
-                subscription = m.metadata(group.protocol_name) if group.protocol_name else b""
-            except KeyError:
-                subscription = b""
-            members.append(gr.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                          m.rebalance_timeout_ms, m.session_timeout_ms, subscription,
-                                          assignment))
-        value = gr.GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
-                                      group.leader_id, group.state_timestamp, members)
-        key = gr.encode_group_key(gr.GroupMetadataKey(group.group_id))
-        self.store.append(group.group_id, [(key, gr.encode_group_value(value))])
+        self.store.append(group.group_id, [group_record(group, assignments)])
 
     def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         doomed = [tp for tp in tps if tp in group.offsets]
@@ -251,6 +240,25 @@ class GroupMetadataManager:
             except (ValueError, IndexError) as e:
                 log.warning("skipping an unreadable %s record: %s", "__consumer_offsets", e)
         return count
+
+
+def group_record(group: GroupMetadata, assignments: dict[str, bytes] | None = None) -> tuple[bytes, bytes]:
+    """The group's GroupMetadata record: generation, protocol, leader and members (with
+    `assignments`, else each member's own)."""
+    members = []
+    for m in group.members.values():
+        assignment = m.assignment if assignments is None else assignments.get(m.member_id, b"")
+        try:
+            subscription = m.metadata(group.protocol_name) if group.protocol_name else b""
+        except KeyError:
+            subscription = b""
+        members.append(gr.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                      m.rebalance_timeout_ms, m.session_timeout_ms, subscription,
+                                      assignment))
+    value = gr.GroupMetadataValue(group.protocol_type or "", group.generation_id, group.protocol_name,
+                                  group.leader_id, group.state_timestamp, members)
+    key = gr.encode_group_key(gr.GroupMetadataKey(group.group_id))
+    return key, gr.encode_group_value(value)
 
 
 def _offset(v: gr.OffsetCommitValue, record_offset: int) -> OffsetAndMetadata:

@@ -1,7 +1,15 @@
-"""Topic set-up and offset queries for the perf tool (AdminClient and watermarks)."""
+"""Topic set-up and offset queries for the perf tool (AdminClient and watermarks), and
+the check that something listens at the bootstrap address before any client starts.
+
+The clients made here, in the parent, log through a logger that drops librdkafka's
+lines (one per failed connection attempt, a few hundred in ten seconds): a failure
+reaches the user once, as the exception the call raises.
+"""
 
 from __future__ import annotations
 
+import logging
+import socket
 import sys
 import time
 import uuid
@@ -12,12 +20,50 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def client_config(bootstrap_server: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap_server, "client.id": "kbroker-perf"}
+    """What every perf client sets: its id, and librdkafka's notices and worse on stderr
+    (not its info lines: a progress line each second stays readable); -X log_level=6
+    brings them back."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_server, "client.id": "kbroker-perf",
+                              "log_level": 5}
     config.update(extra or {})
     return config
 
 
 _CONNECTION_PREFIXES = ("security.", "ssl.", "sasl.")
+PROBE_TIMEOUT_S = 5.0
+
+
+class Unreachable(ConnectionError):
+    """Nothing accepts connections at any of the bootstrap addresses."""
+
+
+def check_reachable(bootstrap_server: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Return once one `host:port` of the comma-separated list accepts a TCP connection;
+    raise Unreachable naming each address and why it refused otherwise."""
+    reasons = []
+    for address in bootstrap_server.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return
+        except ValueError:
+            reasons.append(f"{address.strip()}: not HOST:PORT")
+        except OSError as exc:
+            reasons.append(f"{address.strip()}: {exc.strerror or exc}")
+    raise Unreachable(f"cannot connect to {'; '.join(reasons)} (is a broker listening there? "
+                      f"--bootstrap-server HOST:PORT)")
+
+
+def _quiet_logger() -> logging.Logger:
+    quiet = logging.getLogger("kbroker.perf.librdkafka")
+    quiet.propagate = False
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    return quiet
+
+
+def _parent_config(bootstrap_server: str, extra: dict[str, Any]) -> dict[str, Any]:
+    return {**client_config(bootstrap_server, extra), "logger": _quiet_logger()}
 
 
 def connection_config(client: dict[str, str] | None) -> dict[str, str]:
@@ -29,7 +75,7 @@ def connection_config(client: dict[str, str] | None) -> dict[str, str]:
 def topic_partitions(bootstrap_server: str, topic: str, timeout_s: float = 10.0,
                      security: dict[str, str] | None = None) -> list[int]:
     """The partition ids of `topic`, or [] when the broker does not know it."""
-    admin = AdminClient(client_config(bootstrap_server, connection_config(security)))
+    admin = AdminClient(_parent_config(bootstrap_server, connection_config(security)))
     metadata = admin.list_topics(topic=topic, timeout=timeout_s)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
@@ -46,7 +92,7 @@ def ensure_topic(
     existing = _known_partitions(bootstrap_server, topic, security)
     if existing:
         return existing
-    admin = AdminClient(client_config(bootstrap_server, security))
+    admin = AdminClient(_parent_config(bootstrap_server, security))
     futures = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
         operation_timeout=timeout_s,
@@ -73,7 +119,7 @@ def _auto_create(bootstrap_server: str, topic: str, partitions: int, timeout_s: 
     """No CreateTopics on this broker: let a producer's Metadata request auto-create the topic."""
     print(f"kbroker perf: broker has no CreateTopics; relying on auto-creation of {topic}",
           file=sys.stderr)
-    producer = Producer(client_config(bootstrap_server, {**security,
+    producer = Producer(_parent_config(bootstrap_server, {**security,
                                                          "allow.auto.create.topics": "true"}))
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -89,7 +135,7 @@ def _auto_create(bootstrap_server: str, topic: str, partitions: int, timeout_s: 
 
 
 def _known_partitions(bootstrap_server: str, topic: str, security: dict[str, str]) -> list[int]:
-    admin = AdminClient(client_config(bootstrap_server, security))
+    admin = AdminClient(_parent_config(bootstrap_server, security))
     metadata = admin.list_topics(timeout=10.0)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
@@ -103,7 +149,7 @@ def watermarks(
 ) -> dict[int, tuple[int, int]]:
     """{partition: (log_start_offset, high_watermark)} as the broker reports them now."""
     consumer = Consumer(
-        client_config(
+        _parent_config(
             bootstrap_server,
             {**connection_config(security), "group.id": f"kbroker-perf-{uuid.uuid4().hex[:8]}",
              "enable.auto.commit": "false"},

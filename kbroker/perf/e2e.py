@@ -123,12 +123,19 @@ def run_e2e(options: PerfOptions) -> RunSummary:
             build_pool(options.record_size, options.random_pool, options.payload_file)]
     sent: dict[str, int] = {}
     task = E2ETask(options, partitions)
+    stop = threading.Event()
     thread = threading.Thread(
-        target=lambda: sent.update(_paced_produce(producer, options, pool)), daemon=True
+        target=lambda: sent.update(_paced_produce(producer, options, pool, stop)), daemon=True
     )
-    results = run_workers(_e2e_consumer, [task], options.report_interval_s,
-                          options.timeout_s + options.idle_timeout_s, options.quiet,
-                          on_started=thread.start)
+    try:
+        results = run_workers(_e2e_consumer, [task], options.report_interval_s,
+                              options.timeout_s + options.idle_timeout_s, options.quiet,
+                              on_started=thread.start)
+    except BaseException:  # an error or a signal: the producer stops with the consumer
+        stop.set()
+        if thread.is_alive():
+            thread.join(5)
+        raise
     thread.join(options.timeout_s)
     result = results[0]
     return RunSummary(
@@ -143,14 +150,18 @@ def run_e2e(options: PerfOptions) -> RunSummary:
     )
 
 
-def _paced_produce(producer: Producer, options: PerfOptions, pool: list[bytes]) -> dict[str, int]:
-    """Produce at `options.throughput` records/s, stamping each value; flush at the end."""
+def _paced_produce(producer: Producer, options: PerfOptions, pool: list[bytes],
+                   stop: threading.Event) -> dict[str, int]:
+    """Produce at `options.throughput` records/s, stamping each value; flush at the end
+    (or, once `stop` is set, return without sending more)."""
     pack = STAMP.pack
     produce, poll = producer.produce, producer.poll
     rate, n, size = options.throughput, options.num_records, len(pool)
     start = time.monotonic()
     sent = 0
     while sent < n:
+        if stop.is_set():
+            return {"records": sent}
         due = min(n, int((time.monotonic() - start) * rate) + 1)
         while sent < due:
             value = pool[sent % size]

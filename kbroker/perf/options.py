@@ -35,7 +35,7 @@ class PerfOptions:
     partitions: int = 0
     replication_factor: int = 1
     latency_sample_every: int = 0
-    report_interval_s: float = 5.0
+    report_interval_s: float = 1.0
     timeout_s: float = 600.0
     idle_timeout_s: float = 10.0
     json_path: str | None = None

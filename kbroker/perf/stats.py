@@ -8,6 +8,7 @@ interpolation, so every reported figure is a latency that was observed.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -65,6 +66,7 @@ class RunSummary:
     latency: LatencySummary | None
     errors: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    partial: bool = False  # stopped early (Ctrl-C, SIGTERM): what was measured until then
 
     @property
     def records_per_s(self) -> float:
@@ -81,8 +83,9 @@ class RunSummary:
         return data
 
     def summary_line(self) -> str:
+        marker = f" PARTIAL ({self.extra.get('stopped_by', 'stopped')})" if self.partial else ""
         line = (
-            f"{self.mode}: {self.records} records in {self.elapsed_s:.2f} s, "
+            f"{self.mode}{marker}: {self.records} records in {self.elapsed_s:.2f} s, "
             f"{self.records_per_s:,.1f} records/s ({self.mb_per_s:.2f} MB/s)"
         )
         if self.latency is not None:
@@ -103,6 +106,15 @@ def format_latency(latency: LatencySummary) -> str:
     return ", ".join(parts)
 
 
+def format_figure(value: float | None, digits: int = 2) -> str:
+    """A figure in a table: `-` for none, thousands separated from 10,000 up."""
+    if value is None:
+        return "-"
+    if abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
 def progress_line(
     records: int, nbytes: int, interval_s: float, avg_ms: float | None, max_ms: float | None
 ) -> str:
@@ -113,3 +125,32 @@ def progress_line(
     if avg_ms is not None and max_ms is not None:
         line += f", {avg_ms:.2f} ms avg latency, {max_ms:.2f} ms max latency"
     return line
+
+
+def figures(result: dict[str, Any]) -> dict[str, float]:
+    """The figures of one run (a RunSummary.to_json()) by name: throughput, elapsed time,
+    latency avg/max/percentiles as `latency_p99_ms` and the like."""
+    found = {name: float(result[name]) for name in ("records_per_s", "mb_per_s", "elapsed_s")}
+    latency = result.get("latency")
+    if latency:
+        found["latency_avg_ms"] = float(latency["avg_ms"])
+        found["latency_max_ms"] = float(latency["max_ms"])
+        for key, value in latency.get("percentiles_ms", {}).items():
+            found[f"latency_{key}_ms"] = float(value)
+    end_txn = result.get("extra", {}).get("end_txn_latency")
+    if end_txn:
+        for key, value in end_txn.get("percentiles_ms", {}).items():
+            found[f"end_txn_{key}_ms"] = float(value)
+    return found
+
+
+def spread(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per figure over the runs (RunSummary.to_json() each): min, median, max and the values."""
+    per_run = [figures(run) for run in runs]
+    names = [name for name in per_run[0] if all(name in f for f in per_run)] if per_run else []
+    return {
+        name: {"min": min(values), "median": statistics.median(values), "max": max(values),
+               "values": values}
+        for name in names
+        for values in ([f[name] for f in per_run],)
+    }

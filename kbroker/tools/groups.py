@@ -9,7 +9,10 @@ protocol (confluent-kafka's AdminClient), in the spirit of kafka-consumer-groups
                    (--to-earliest | --to-latest | --to-offset N) [--execute]
 
 `describe` prints kafka-consumer-groups.sh's columns: GROUP TOPIC PARTITION
-CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID. `reset-offsets`
+CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID, then its members as
+`--members --verbose` does (CONSUMER-ID HOST CLIENT-ID #PARTITIONS ASSIGNMENT) with the
+protocol each speaks (TYPE: classic or consumer; a consumer group being migrated has
+both, KIP-848; from ConsumerGroupDescribe v1, protocol_admin.member_types). `reset-offsets`
 prints the plan and changes nothing unless --execute is given (the group must have
 no active members, as in Kafka). Exit status: 0 on success, 1 when the broker
 reports an error or, as kafka-consumer-groups.sh says, a described group does not
@@ -33,11 +36,13 @@ from kbroker.tools.common import (
     librdkafka_config,
     print_table,
     run_action,
+    security,
 )
 
 HELP = "list, describe, delete consumer groups and reset their offsets"
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
            "CONSUMER-ID", "HOST", "CLIENT-ID")
+MEMBER_COLUMNS = ("CONSUMER-ID", "HOST", "CLIENT-ID", "TYPE", "#PARTITIONS", "ASSIGNMENT")
 
 
 def configure_parser(groups: argparse.ArgumentParser) -> None:
@@ -140,7 +145,37 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             rows.append((group, topic, str(partition), str(current) if current >= 0 else "-",
                          str(end) if end >= 0 else "-", str(lag), member, host, client))
         print_table(rows)
+        _print_members(args, group, desc)
     return status
+
+
+def _print_members(args: argparse.Namespace, group: str, desc: Any) -> None:
+    """The members, each with its protocol and its partitions (`topic(0,1)`)."""
+    if not desc.members:
+        return
+    from confluent_kafka import ConsumerGroupType
+
+    from kbroker.client.connection import KafkaClientError
+    from kbroker.tools.protocol_admin import member_types
+
+    types: dict[str, str] = {}
+    if getattr(desc, "type", None) == ConsumerGroupType.CONSUMER:
+        try:
+            types = member_types(args.bootstrap_server, group, args.timeout, security(args))
+        except KafkaClientError as e:
+            print(f"kbroker groups: {group}: member types: {error_text(e)}", file=sys.stderr)
+    rows: list[tuple[str, ...]] = [MEMBER_COLUMNS]
+    for m in sorted(desc.members, key=lambda m: m.member_id):
+        by_topic: dict[str, list[int]] = {}
+        for tp in m.assignment.topic_partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        assignment = ", ".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
+        kind = types.get(m.member_id, "-") if types else (
+            "classic" if getattr(desc, "type", None) == ConsumerGroupType.CLASSIC else "-")
+        rows.append((m.member_id, m.host, m.client_id, kind, str(len(m.assignment.topic_partitions)),
+                     assignment or "-"))
+    print()
+    print_table(rows)
 
 
 def _consumer(args: argparse.Namespace) -> Any:

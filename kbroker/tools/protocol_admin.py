@@ -12,6 +12,10 @@ confluent-kafka's AdminClient, which falls short for them:
         a request only the controller answers (AlterPartitionReassignments,
         ListPartitionReassignments: AdminClient has neither), sent to the controller that
         Metadata names; NOT_CONTROLLER (the controller moved) is retried until the timeout.
+    member_types(bootstrap, group, timeout)
+        which protocol each member of a group speaks, `classic` or `consumer`: KIP-1099's
+        member type in ConsumerGroupDescribe v1 from the group's coordinator (AdminClient
+        does not give it); every member of a classic group is classic.
 
 Each takes the tool's ConnectionSecurity (`security`, from --command-config:
 kbroker.tools.common; None: PLAINTEXT). A broker that cannot be reached, or an
@@ -28,15 +32,24 @@ from kbroker.client import ConnectionSecurity
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.api_key import ApiKey
+from kbroker.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
 from kbroker.protocol.messages.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
+)
+from kbroker.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
 )
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 CLIENT_ID = "kbroker-tools"
 METADATA_VERSIONS = (5, 12)  # v5 added offline_replicas, v10 topic ids
 RETRY_BACKOFF_S = 0.2
+MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 member_type
 
 
 def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
@@ -114,3 +127,29 @@ def controller_request(bootstrap: str, request: Any, timeout: float,
             raise KafkaClientError(f"{api}: {problem} (gave up after {timeout:.0f} s)",
                                    ErrorCode.NOT_CONTROLLER)
         time.sleep(RETRY_BACKOFF_S)
+
+
+def member_types(bootstrap: str, group: str, timeout: float,
+                 security: ConnectionSecurity | None = None) -> dict[str, str]:
+    """member id -> `classic` or `consumer`; {} when the group is not a consumer group
+    (its members, if any, are classic) or the broker has no ConsumerGroupDescribe v1."""
+    with connect(bootstrap, timeout, security) as conn:
+        version = conn.version_for(ApiKey.FIND_COORDINATOR, 4, 6)
+        found: FindCoordinatorResponse = conn.request(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), version)
+        coordinator = found.coordinators[0]
+        if coordinator.error_code != ErrorCode.NONE:
+            raise KafkaClientError(f"FindCoordinator failed: {ErrorCode(coordinator.error_code).name}",
+                                   coordinator.error_code)
+    with BrokerConnection(coordinator.host, coordinator.port, CLIENT_ID, timeout,
+                          security) as conn:
+        try:
+            version = conn.version_for(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, 1)
+        except KafkaClientError:
+            return {}
+        response: ConsumerGroupDescribeResponse = conn.request(
+            ConsumerGroupDescribeRequest(group_ids=[group]), version)
+    described = response.groups[0]
+    if described.error_code != ErrorCode.NONE:  # GROUP_ID_NOT_FOUND: a classic group
+        return {}
+    return {m.member_id: MEMBER_TYPES.get(m.member_type, "unknown") for m in described.members}

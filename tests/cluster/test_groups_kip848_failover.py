@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -62,9 +63,11 @@ def coordinator(cluster: Cluster, group: str = GROUP) -> int | None:
     return int(r.node_id) if r is not None and r.error_code == 0 else None
 
 
-def describe(cluster: Cluster, node: int, group_id: str = GROUP) -> ConsumerGroupDescribeResponse.DescribedGroup | None:
-    """The group as its coordinator `node` describes it (None while it answers an error)."""
-    r = ask(cluster, node, ConsumerGroupDescribeRequest(group_ids=[group_id]), 0)
+def describe(cluster: Cluster, node: int, group_id: str = GROUP,
+             version: int = 0) -> ConsumerGroupDescribeResponse.DescribedGroup | None:
+    """The group as its coordinator `node` describes it (None while it answers an error;
+    v1: with each member's type, KIP-1099)."""
+    r = ask(cluster, node, ConsumerGroupDescribeRequest(group_ids=[group_id]), version)
     group = None if r is None else r.groups[0]
     return group if group is not None and group.error_code == 0 else None
 
@@ -197,6 +200,44 @@ def test_a_topic_that_grew_while_the_coordinator_was_dead_is_assigned_after_the_
         loaded = describe(cluster, new, group)
         assert loaded is not None and {p for _, ps in member_view(loaded).values() for p in ps} == set(
             range(PARTITIONS + 2))
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_mixed_group_carries_on_when_its_coordinator_is_killed(cluster: Cluster) -> None:
+    """A consumer group with a classic member (kafka-python, KIP-848 online migration) beside
+    two group.protocol=consumer members: the coordinator is SIGKILLed; the new one loads
+    the classic member too (its ClassicMemberMetadata), which finds it by FindCoordinator
+    and goes on heartbeating at its generation (its member epoch), so the group keeps its
+    members and nothing is lost or read twice."""
+    from tests.integration.migration_support import KafkaPythonMember
+
+    create_topic(cluster, TOPIC, PARTITIONS, rf=3)
+    members: list[Any] = warm_group(cluster, GROUP, 2)
+    try:
+        bs = cluster.bootstrap_servers
+        members.append(KafkaPythonMember(bs, GROUP, TOPIC))
+        poll_until(members, lambda: covers(members, PARTITIONS) and all(m.assignment for m in members), timeout=90)
+        old = int(wait_until(lambda: coordinator(cluster), "the group's coordinator"))  # type: ignore[arg-type]
+        stable = wait_until(lambda: (g := describe(cluster, old, GROUP, 1)) is not None
+                            and g.group_state == "Stable" and g, "a Stable group")
+        types = {m.member_id: m.member_type for m in stable.members}  # type: ignore[attr-defined]
+        assert sorted(types.values()) == [0, 1, 1]  # KIP-1099: one classic, two consumer
+        wait_for_isr(cluster, "__consumer_offsets", java_abs(java_string_hash(GROUP)) % 50, {1, 2, 3})
+        assignments = [set(m.assignment) for m in members]
+
+        cluster.kill(old)
+        new = int(wait_until(lambda: coordinator(cluster) not in (None, old) and coordinator(cluster),  # type: ignore
+                             "a new coordinator", timeout=90))
+        live = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != old)
+        second = values("b", 5)
+        produce(live, TOPIC, second, acks="all", **IDEMPOTENT)
+        poll_until(members, lambda: set(read(members, "b")) >= {v for _, v in second}, timeout=90)
+        assert sorted(read(members, "b")) == sorted(v for _, v in second)  # none lost, none twice
+        assert [set(m.assignment) for m in members] == assignments
+        loaded = wait_until(lambda: describe(cluster, new, GROUP, 1), "the group on its new coordinator")
+        assert {m.member_id: m.member_type for m in loaded.members} == types  # type: ignore[attr-defined]
     finally:
         for m in members:
             m.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -149,3 +150,59 @@ def test_payload_file_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "payloads.txt"
     path.write_bytes(b"one\n\ntwo\r\nthree")
     assert file_pool(str(path)) == [b"one", b"two", b"three"]
+
+
+def _help(mode: str) -> str:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    perf = sub.choices["perf"]
+    modes = next(a for a in perf._actions if isinstance(a, argparse._SubParsersAction))
+    return modes.choices[mode].format_help()
+
+
+def test_each_mode_lists_only_the_options_it_uses() -> None:
+    assert "--consumers" not in _help("produce") and "--consumers" in _help("consume")
+    assert "--producers" in _help("produce") and "--producers" not in _help("consume")
+    assert "--consumers" not in _help("e2e") and "--transactional" not in _help("e2e")
+    assert "--acks" not in _help("consume") and "--idle-timeout" not in _help("produce")
+    for mode in ("produce", "consume", "e2e"):
+        assert "--repeats" in _help(mode) and "--json" in _help(mode)
+    with pytest.raises(SystemExit):
+        parse("produce", *BASE, "--consumers", "2")
+
+
+def test_a_mode_without_a_flag_gets_the_default() -> None:
+    options = options_from_args(parse("consume", *BASE, "--consumers", "3"))
+    assert options.consumers == 3 and options.producers == 1 and options.acks == "1"
+    assert options_from_args(parse("produce", *BASE)).idle_timeout_s == 10.0
+    assert options.report_interval_s == 1.0
+
+
+@pytest.mark.parametrize("bad", [["--repeats", "0"], ["--reporting-interval", "0"]])
+def test_repeats_and_interval_must_be_positive(bad: list[str]) -> None:
+    with pytest.raises(ValueError):
+        options_from_args(parse("produce", *BASE, *bad))
+
+
+def test_compare_arguments() -> None:
+    args = parse("compare", "a.json", "b.json", "--threshold", "0.1")
+    assert (args.baseline, args.new, args.threshold) == ("a.json", "b.json", 0.1)
+    assert parse("compare", "a.json", "b.json").threshold == 0.30
+
+
+def test_a_partial_run_stays_out_of_the_spread(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from kbroker.perf.cli import _finish
+    from kbroker.perf.context import run_context
+    from kbroker.perf.stats import RunSummary
+
+    out = tmp_path / "runs.json"
+    args = parse("produce", *BASE, "--repeats", "3", "--json", str(out))
+    options = options_from_args(args)
+    runs = [RunSummary("produce", 100, 100, 1.0, None), RunSummary("produce", 300, 300, 1.0, None),
+            RunSummary("produce", 5, 5, 1.0, None, partial=True, extra={"stopped_by": "SIGINT"})]
+    _finish(options, args, runs, run_context(options, "produce", 3))
+    document = json.loads(out.read_text())
+    assert document["partial"] and len(document["runs"]) == 3
+    assert document["figures"]["records_per_s"]["values"] == [100.0, 300.0]
+    assert document["result"]["records"] == 100
+    assert "over 2 runs (min / median / max):" in capsys.readouterr().out

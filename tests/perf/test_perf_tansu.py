@@ -41,9 +41,8 @@ def perf(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_produce_then_consume(tansu: brokers.RunningBroker, tmp_path: Path) -> None:
     common = ["--bootstrap-server", tansu.bootstrap, "--topic", "perf-test",
-              "--num-records", "20000", "--record-size", "100", "--timeout", "60",
-              "--reporting-interval", "0.5"]
-    produced = perf("produce", *common, "--partitions", "3", "--producers", "2",
+              "--num-records", "20000", "--timeout", "60", "--reporting-interval", "0.5"]
+    produced = perf("produce", *common, "--record-size", "100", "--partitions", "3", "--producers", "2",
                     "--compression", "lz4", "--json", str(tmp_path / "p.json"))
     assert produced.returncode == 0, produced.stdout + produced.stderr
     assert "produce: 20000 records" in produced.stdout

@@ -1,6 +1,6 @@
 """ConsumerGroupDescribe (key 69), v0-1: a KIP-848 consumer group's state, epochs,
 assignor and members (subscription, current and target assignment with topic names;
-v1, KIP-1099: each member's type).
+v1, KIP-1099: each member's type, classic for a member that joined by JoinGroup).
 
 As Kafka's: GROUP_ID_NOT_FOUND for an unknown group or a classic one; DESCRIBE on the
 group, else GROUP_AUTHORIZATION_FAILED; include_authorized_operations fills the bit
@@ -28,7 +28,7 @@ from kbroker.server.apis.group_support import (
 from kbroker.server.request_context import RequestContext
 
 R = ConsumerGroupDescribeResponse
-CONSUMER_MEMBER = 1  # v1 (KIP-1099) member_type: 0 classic, 1 consumer; every member here is one
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # v1 (KIP-1099) member_type: a member of an online migration is classic
 
 
 def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
@@ -58,7 +58,7 @@ def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> Consum
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(m.assigned, names),
                 target_assignment=_assignment(group.target.get(m.member_id, {}), names),
-                member_type=CONSUMER_MEMBER)
+                member_type=CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER)
                 for m in group.members.values()]))
     return R(groups=out)
 

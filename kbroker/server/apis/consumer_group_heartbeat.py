@@ -25,8 +25,12 @@ from kbroker.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from kbroker.server.apis.group_support import client_host, coordinator, heartbeat_response
-from kbroker.server.apis.offset_commit import commit_timeout_s
+from kbroker.server.apis.group_support import (
+    client_host,
+    coordinator,
+    heartbeat_response,
+    when_group_replicated,
+)
 from kbroker.server.request_context import RequestContext
 
 R = ConsumerGroupHeartbeatResponse
@@ -48,20 +52,8 @@ def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
     response = heartbeat_response(R, result)
     if result.error_code != ErrorCode.NONE:
         return response
-    services = ctx.services
-    waited = services.offsets_topic.wait_group_replicated(request.group_id, commit_timeout_s(services))
-    return response if waited is None else _after_replication(response, waited)
-
-
-async def _after_replication(response: ConsumerGroupHeartbeatResponse, waited: Awaitable[int]
-                             ) -> ConsumerGroupHeartbeatResponse:
-    code = await waited
-    if code == ErrorCode.NONE:
-        return response
-    mapped = (ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-              else ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return R(error_code=mapped, error_message="The group's records were not replicated.", member_id=None,
-             member_epoch=-1)
+    return when_group_replicated(ctx, request.group_id, response, lambda code: R(
+        error_code=code, error_message="The group's records were not replicated.", member_id=None, member_epoch=-1))
 
 
 def error_response(request: ConsumerGroupHeartbeatRequest, version: int, code: int

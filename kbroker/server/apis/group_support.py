@@ -1,7 +1,8 @@
 """What the group API handlers share: the coordinator, the client host, parking a
 request on a coordinator callback (JoinGroup and SyncGroup wait for the rebalance), and
 the parts the KIP-848 and the share group APIs answer alike (a heartbeat's answer, a
-described group's assignment and failure)."""
+described group's assignment and failure), and holding an answer until the group's records
+are replicated (cluster mode)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,33 @@ R = TypeVar("R")
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     coord: GroupCoordinator = ctx.services.group_coordinator
     return coord
+
+
+def commit_timeout_s(services: Any) -> float:
+    """How long a commit waits for its replicas: Kafka's offsets.commit.timeout.ms."""
+    return float(services.config.offsets_commit_timeout_ms) / 1000
+
+
+def when_group_replicated(ctx: RequestContext, group_id: str, response: R,
+                          failed: Callable[[int], R]) -> R | Awaitable[R]:
+    """`response` once the group's records are replicated to the ISR of its
+    __consumer_offsets partition (offsets.commit.timeout.ms at most; at once on a single
+    broker), as Kafka's coordinator runtime holds a response until the high watermark
+    passes its records; `failed(code)` when the wait fails: NOT_COORDINATOR (leadership
+    lost) or COORDINATOR_NOT_AVAILABLE."""
+    services = ctx.services
+    waited = services.offsets_topic.wait_group_replicated(group_id, commit_timeout_s(services))
+    if waited is None:
+        return response
+
+    async def after_replication() -> R:
+        code = await waited
+        if code == ErrorCode.NONE:
+            return response
+        return failed(ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                      else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    return after_replication()
 
 
 def client_host(ctx: RequestContext) -> str:

@@ -3,16 +3,26 @@
 v4+ asks unknown members to rejoin with the id it hands out (MEMBER_ID_REQUIRED);
 v5+ static membership (group_instance_id); v7+ echoes protocol type and name;
 v9 skip_assignment for a static leader rejoining a stable group.
+
+A classic member of a KIP-848 consumer group (coordinator/consumer_group_classic.py) is
+answered at once, and in a cluster once the records of its join are replicated, as a
+ConsumerGroupHeartbeat is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from inspect import isawaitable
 
-from kbroker.coordinator.group_coordinator import JoinRequest
-from kbroker.coordinator.group_metadata import JoinResult
+from kbroker.common.error_code import ErrorCode
+from kbroker.coordinator.group_metadata import JoinRequest, JoinResult
 from kbroker.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from kbroker.server.apis.group_support import client_host, complete_or_park, coordinator
+from kbroker.server.apis.group_support import (
+    client_host,
+    complete_or_park,
+    coordinator,
+    when_group_replicated,
+)
 from kbroker.server.request_context import RequestContext
 
 Member = JoinGroupResponse.JoinGroupResponseMember
@@ -33,7 +43,11 @@ def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse 
         client_host=client_host(ctx),
     )
     coord = coordinator(ctx)
-    return complete_or_park(lambda cb: coord.join_group(req, cb), lambda r: _response(r, version))
+    response = complete_or_park(lambda cb: coord.join_group(req, cb), lambda r: _response(r, version))
+    if isawaitable(response) or response.error_code != ErrorCode.NONE or not coord.is_consumer_group(req.group_id):
+        return response
+    return when_group_replicated(ctx, req.group_id, response,
+                                 lambda code: _response(JoinResult(code, req.member_id), version))
 
 
 def _response(r: JoinResult, version: int) -> JoinGroupResponse:

@@ -23,17 +23,12 @@ from kbroker.coordinator.group_metadata import OffsetAndMetadata
 from kbroker.protocol.codec import ZERO_UUID
 from kbroker.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from kbroker.server import authorization as authz
-from kbroker.server.apis.group_support import coordinator
+from kbroker.server.apis.group_support import commit_timeout_s, coordinator
 from kbroker.server.request_context import RequestContext
 
 P = TypeVar("P")
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = OffsetCommitResponse.OffsetCommitResponsePartition
-
-
-def commit_timeout_s(services: Any) -> float:
-    """How long a commit waits for its replicas: Kafka's offsets.commit.timeout.ms."""
-    return float(services.config.offsets_commit_timeout_ms) / 1000
 
 
 def handle(ctx: RequestContext, request: OffsetCommitRequest
