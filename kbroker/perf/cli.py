@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import MISSING, asdict, fields
 from typing import Any
 
-from kbroker.perf import admin, compare
+from kbroker.perf import compare
 from kbroker.perf.compare import DEFAULT_THRESHOLD, NOISE_LOG_STDEV
 from kbroker.perf.context import load_average, run_context
 from kbroker.perf.options import ACKS, COMPRESSION_TYPES, PerfOptions
@@ -202,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
     context = run_context(options, args.perf_mode, args.repeats)
     with stop_on_signals():
         try:
+            from kbroker.perf import admin  # librdkafka: the tools extra (kbroker.cli NEEDS_CLIENT)
             admin.check_reachable(options.bootstrap_server)
             for repeat in range(args.repeats):
                 summary = run_mode(options, args.perf_mode)
