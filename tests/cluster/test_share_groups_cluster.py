@@ -1,9 +1,11 @@
 """Share groups (KIP-932) on a 3-broker cluster with confluent-kafka 2.16's ShareConsumer:
-two members get disjoint records; the leader of the topic partition (the share-partition
-leader, holding the records in flight) dies (SIGKILL, by PID) mid-stream; the broker of
-the share coordinator (the leader of the key's `__share_group_state` partition) dies
-mid-stream. After each failover nothing a member was told was accepted is delivered
-again, and nothing is lost: every record is accepted in the end.
+two members get disjoint records; with the three roles of a share group on three brokers,
+one of them dies (SIGKILL, by PID) mid-stream, a member holding records unacknowledged:
+the leader of the topic partition (the share-partition leader, holding the records in
+flight), the share coordinator (the leader of the key's `__share_group_state`
+partition), or the group coordinator (membership). After each failover nothing a member
+was told was accepted is delivered again, and nothing is lost: every record is accepted
+in the end.
 
 Members acknowledge explicitly and commit after each poll (`commit_sync`: a
 ShareAcknowledge per partition, answered once the share coordinator replicated the
@@ -164,18 +166,29 @@ def share_coordinator(cluster: Cluster, key: str) -> int | None:
     return int(c.node_id) if c is not None and c.error_code == 0 else None
 
 
-def group_apart(cluster: Cluster, topic: str) -> tuple[str, int, int]:
-    """A group whose share coordinator for `topic`-0 is not that partition's leader:
-    (group, partition leader, share coordinator)."""
+def group_coordinator(cluster: Cluster, group: str) -> int | None:
+    """The group id's coordinator (where its share group's membership is): FindCoordinator
+    key type 0."""
+    r = ask_any(cluster, FindCoordinatorRequest(key=group, key_type=0), 3)
+    return int(r.node_id) if r is not None and r.error_code == 0 else None
+
+
+def roles_apart(cluster: Cluster, topic: str) -> tuple[str, dict[str, int]]:
+    """A group whose three KIP-932 roles for `topic`-0 are on three different brokers: the
+    partition leader (share-partition leader), the share coordinator of its state, the
+    group coordinator (membership)."""
     leader = wait_for_leader(cluster, topic, 0).leader
     tid = topic_id(cluster, topic)
-    for i in range(100):
+    for i in range(200):
         group = f"sg-{i}-{uuid.uuid4().hex[:6]}"
-        coordinator = wait_until(lambda: share_coordinator(cluster, f"{group}:{tid}:0"),  # noqa: B023
-                                 "the share coordinator", timeout=60)
-        if coordinator != leader:
-            return group, leader, int(coordinator)  # type: ignore[call-overload]
-    raise AssertionError("no group's share coordinator is apart from the partition leader")
+        roles = {"partition_leader": leader,
+                 "share_coordinator": int(wait_until(  # type: ignore[call-overload]
+                     lambda: share_coordinator(cluster, f"{group}:{tid}:0"), "the share coordinator")),  # noqa: B023
+                 "group_coordinator": int(wait_until(  # type: ignore[call-overload]
+                     lambda: group_coordinator(cluster, group), "the group coordinator"))}  # noqa: B023
+        if len(set(roles.values())) == 3:
+            return group, roles
+    raise AssertionError("no group's roles are on three brokers")
 
 
 def test_two_members_get_disjoint_records(cluster: Cluster) -> None:
@@ -205,13 +218,13 @@ def test_two_members_get_disjoint_records(cluster: Cluster) -> None:
         group.close()
 
 
-@pytest.mark.parametrize("victim", ["partition_leader", "share_coordinator"])
+@pytest.mark.parametrize("victim", ["partition_leader", "share_coordinator", "group_coordinator"])
 def test_nothing_accepted_is_delivered_again_and_nothing_is_lost_when_a_broker_dies(
         cluster: Cluster, victim: str) -> None:
     topic = f"share-failover-{victim}"
     create_topic(cluster, topic, 1, rf=3)
-    group_id, leader, coordinator = group_apart(cluster, topic)
-    dead = leader if victim == "partition_leader" else coordinator
+    group_id, roles = roles_apart(cluster, topic)
+    dead = roles[victim]
     group = Group(cluster, group_id, topic, 1)
     try:
         warm(cluster, group, topic, 1)
@@ -230,7 +243,7 @@ def test_nothing_accepted_is_delivered_again_and_nothing_is_lost_when_a_broker_d
             wait_for_leader(cluster, topic, 0, not_on=dead)
         member.accept(held)  # to the new leader (refused: delivered again), or through the new coordinator
         group.poll_until(lambda: group.accepted >= set(sent), timeout=150)
-        print(f"{victim} {dead} killed (leader {leader}, share coordinator {coordinator}), "
+        print(f"{victim} {dead} killed ({roles}), "
               f"{len(in_flight)} records in flight: every record accepted {time.monotonic() - killed_at:.1f} s "
               f"later; {len(group.values())} deliveries for {len(sent)} records")
         for _ in range(5):
@@ -245,7 +258,8 @@ def test_nothing_accepted_is_delivered_again_and_nothing_is_lost_when_a_broker_d
             # what the dead leader held in flight, the new one delivers again (the delivery count
             # starts again from the persisted one: acquisitions are not persisted, as Kafka's)
             assert in_flight <= again
-        else:  # the share-partition leader lives: what it held is accepted through the new coordinator
+        else:  # the share-partition leader lives: what it held is accepted (through the new share
+            # coordinator; or while the member joins the new group coordinator)
             assert in_flight <= member.accepted and not again
     finally:
         group.close()
