@@ -86,7 +86,11 @@ class ShareStatePersister:
     def read_state(self, key: SharePartitionKey) -> ReadResult | Awaitable[ReadResult]:
         if not self.clustered:
             return E.NONE, self.coordinator.read_state(key)
-        return self._retrying(key, lambda: self._read_once(key))
+        return self._read(key)
+
+    async def _read(self, key: SharePartitionKey) -> ReadResult:
+        answer = await self._retrying(key, lambda: self._read_once(key))
+        return answer if isinstance(answer, tuple) else (answer, None)  # an error: no state
 
     def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]:
         if not self.clustered:

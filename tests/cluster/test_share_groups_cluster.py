@@ -34,6 +34,7 @@ from tests.integration.groups_support import produce
 from .support import (
     ask_any,
     create_topic,
+    group_coordinator,
     metadata,
     new_cluster,
     wait_for_isr,
@@ -164,13 +165,6 @@ def share_coordinator(cluster: Cluster, key: str) -> int | None:
     r = ask_any(cluster, FindCoordinatorRequest(key_type=SHARE_KEY, coordinator_keys=[key]), 6)
     c = None if r is None else r.coordinators[0]
     return int(c.node_id) if c is not None and c.error_code == 0 else None
-
-
-def group_coordinator(cluster: Cluster, group: str) -> int | None:
-    """The group id's coordinator (where its share group's membership is): FindCoordinator
-    key type 0."""
-    r = ask_any(cluster, FindCoordinatorRequest(key=group, key_type=0), 3)
-    return int(r.node_id) if r is not None and r.error_code == 0 else None
 
 
 def roles_apart(cluster: Cluster, topic: str) -> tuple[str, dict[str, int]]:

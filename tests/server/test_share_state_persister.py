@@ -149,11 +149,15 @@ def test_the_persister_retries_a_moving_coordinator_and_keeps_a_partitions_write
 def test_the_persister_gives_up_after_the_request_timeout() -> None:
     async def run() -> None:
         persister = ShareStatePersister(MovingCoordinator(moving=10**6), 1, 300,  # type: ignore[arg-type]
-                                        leader_of=lambda tp: -1 if tp.partition else 1,
-                                        endpoint_of=lambda b: None)
+                                        leader_of=lambda tp: 1, endpoint_of=lambda b: None)
         written = persister.write_state(KEY, state(1))
         assert not isinstance(written, int)
         assert await written == E.REQUEST_TIMED_OUT
+        leaderless = ShareStatePersister(MovingCoordinator(moving=0), 1, 300,  # type: ignore[arg-type]
+                                         leader_of=lambda tp: -1, endpoint_of=lambda b: None)
+        read = leaderless.read_state(KEY)  # the key's __share_group_state partition has no leader
+        assert not isinstance(read, tuple)
+        assert await read == (E.REQUEST_TIMED_OUT, None)
     asyncio.run(run())
 
 
