@@ -29,6 +29,7 @@ from confluent_kafka import AcknowledgeType, ShareConsumer
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+from kbroker.utils.java_hash import java_abs, java_string_hash
 from tests.integration.groups_support import produce
 
 from .support import (
@@ -114,6 +115,7 @@ class Member:
 
 class Group:
     def __init__(self, cluster: Cluster, group: str, topic: str, count: int) -> None:
+        self.group_id = group
         self.members = [Member(cluster.bootstrap_servers, group, topic) for _ in range(count)]
         self.redelivered: list[str] = []
 
@@ -212,19 +214,30 @@ def test_two_members_get_disjoint_records(cluster: Cluster) -> None:
         group.close()
 
 
-@pytest.mark.parametrize("victim", ["partition_leader", "share_coordinator", "group_coordinator"])
-def test_nothing_accepted_is_delivered_again_and_nothing_is_lost_when_a_broker_dies(
-        cluster: Cluster, victim: str) -> None:
-    topic = f"share-failover-{victim}"
+def streaming(cluster: Cluster, topic: str) -> tuple[Group, dict[str, int], list[str]]:
+    """A one-partition topic whose group has its three roles on three brokers, one member
+    warmed, then 3000 records produced (acks=all, replicated to all three)."""
     create_topic(cluster, topic, 1, rf=3)
     group_id, roles = roles_apart(cluster, topic)
-    dead = roles[victim]
     group = Group(cluster, group_id, topic, 1)
     try:
         warm(cluster, group, topic, 1)
         sent = [f"d-{i}" for i in range(3000)]
         produce(cluster.bootstrap_servers, topic, [(0, v) for v in sent], acks="all")
         wait_for_isr(cluster, topic, 0, {1, 2, 3})
+    except BaseException:
+        group.close()
+        raise
+    return group, roles, sent
+
+
+@pytest.mark.parametrize("victim", ["partition_leader", "share_coordinator", "group_coordinator"])
+def test_nothing_accepted_is_delivered_again_and_nothing_is_lost_when_a_broker_dies(
+        cluster: Cluster, victim: str) -> None:
+    topic = f"share-failover-{victim}"
+    group, roles, sent = streaming(cluster, topic)
+    dead = roles[victim]
+    try:
         group.poll_until(lambda: len({v for v in group.accepted if v.startswith("d-")}) >= 500)
         member = group.members[0]
         held: list[Any] = []
@@ -255,5 +268,32 @@ def test_nothing_accepted_is_delivered_again_and_nothing_is_lost_when_a_broker_d
         else:  # the share-partition leader lives: what it held is accepted (through the new share
             # coordinator; or while the member joins the new group coordinator)
             assert in_flight <= member.accepted and not again
+    finally:
+        group.close()
+
+
+def test_the_state_a_new_share_coordinator_wrote_serves_a_new_partition_leader(cluster: Cluster) -> None:
+    """The share coordinator dies; acknowledgements go on through the new one; its broker
+    comes back; then the partition leader dies: the new share-partition leader reads what
+    the new coordinator wrote, so nothing accepted in either phase is delivered again."""
+    topic = "share-two-failovers"
+    group, roles, sent = streaming(cluster, topic)
+    key = f"{group.group_id}:{topic_id(cluster, topic)}:0"
+    state_partition = java_abs(java_string_hash(key)) % STATE_PARTITIONS
+    try:
+        group.poll_until(lambda: len(group.accepted) >= 500)
+        cluster.kill(roles["share_coordinator"])
+        group.poll_until(lambda: len(group.accepted) >= 1500)  # written by the new share coordinator
+        cluster.restart(roles["share_coordinator"])
+        wait_for_isr(cluster, "__share_group_state", state_partition, {1, 2, 3})
+        wait_for_isr(cluster, topic, 0, {1, 2, 3})
+        group.poll_until(lambda: len(group.accepted) >= 2000)
+        cluster.kill(roles["partition_leader"])
+        wait_for_leader(cluster, topic, 0, not_on=roles["partition_leader"])
+        group.poll_until(lambda: group.accepted >= set(sent), timeout=150)
+        for _ in range(5):
+            group.members[0].poll_once(group.accepted, group.redelivered, 0.3)
+        assert not group.redelivered, group.redelivered[:10]
+        assert {v for v in group.values() if v.startswith("d-")} == set(sent)
     finally:
         group.close()
