@@ -30,7 +30,9 @@ acknowledgement (accepted records are never delivered again), the initial start 
 The persister (server/share_state_persister.py) answers at once on a single broker; in a
 cluster it asks the share coordinator, maybe on another broker, so a share partition is
 initialized in the background (a fetch meanwhile waits for it) and an acknowledgement is
-answered once its state is written and replicated.
+answered once its state is written and replicated. An acknowledgement whose state could
+not be written is answered with the error and undone (its accepted and rejected records
+available again, delivered again), as Kafka rolls its in-memory state back.
 
 In a cluster the share partitions of a partition live on its leader (Kafka's
 share-partition leader): when this broker stops leading it, or leads it again at a new
@@ -393,13 +395,27 @@ class SharePartitionManager:
                 return e.error_code, str(e)
             return E.INVALID_RECORD_STATE, "No records of this partition are acquired."
         try:
-            sp.acknowledge(member_id, batches)
+            done = sp.acknowledge(member_id, batches)
         except AcknowledgeError as e:
             return e.code, e.message
         if any(t == 2 for b in batches for t in b.acknowledge_types):
             self._wake(key)
         written = self._persist(key, sp)
-        return _ack_answer(written) if isinstance(written, int) else _ack_answer_later(written)
+        if isinstance(written, int):
+            return self._acknowledged(key, sp, done, written)
+        return self._acknowledged_later(key, sp, done, written)
+
+    def _acknowledged(self, key: SharePartitionKey, sp: SharePartition, done: dict[int, int],
+                      code: int) -> AckAnswer:
+        """The acknowledgement's answer; not persisted, it is undone (`SharePartition.reopen`)."""
+        if code != E.NONE and self.partitions.get(key) is sp:
+            sp.reopen(done)
+            self._wake(key)
+        return (E.NONE, None) if code == E.NONE else (code, "The acknowledgement could not be persisted.")
+
+    async def _acknowledged_later(self, key: SharePartitionKey, sp: SharePartition, done: dict[int, int],
+                                  written: Awaitable[int]) -> AckAnswer:
+        return self._acknowledged(key, sp, done, await written)
 
     def _wake(self, key: SharePartitionKey) -> None:
         name = self._topic_name(key[1])
@@ -420,14 +436,6 @@ class SharePartitionManager:
 
 
 AckAnswer = tuple[int, str | None]
-
-
-def _ack_answer(code: int) -> AckAnswer:
-    return (E.NONE, None) if code == E.NONE else (code, "The acknowledgement could not be persisted.")
-
-
-async def _ack_answer_later(written: Awaitable[int]) -> AckAnswer:
-    return _ack_answer(await written)
 
 
 def _log_write(key: SharePartitionKey, done: asyncio.Future[int]) -> None:

@@ -1,8 +1,8 @@
 """SharePartitionManager in cluster mode, with fake partitions and a persister that answers
 later (as the share coordinator on another broker does): a share partition is built in the
 background (a fetch meanwhile waits; the purgatory is told when it is ready), an
-acknowledgement is answered once persisted, and share partitions are dropped when their
-partition's leadership or leader epoch moves."""
+acknowledgement is answered once persisted (undone when it could not be), and share
+partitions are dropped when their partition's leadership or leader epoch moves."""
 
 from __future__ import annotations
 
@@ -117,4 +117,21 @@ def test_share_partitions_go_when_leadership_or_the_leader_epoch_moves() -> None
         replica_manager.partition.is_leader = False  # a follower now
         m.leadership_changed([], [])
         assert KEY not in m.partitions
+    asyncio.run(run())
+
+
+def test_an_acknowledgement_whose_write_fails_is_undone() -> None:
+    async def run() -> None:
+        m, _replica_manager, persister = manager()
+        m.share_partition(KEY)
+        persister.reads[0].set_result((E.NONE, PersistedState(1, 10)))
+        await asyncio.sleep(0)
+        sp = m.share_partition(KEY)
+        assert sp is not None
+        sp.acquire("m1", [(10, 14, False)], 100)
+        answer = m.acknowledge("workers", "m1", TOPIC_ID, 0, [AckBatch(10, 14, [1])])
+        assert not isinstance(answer, tuple) and sp.start_offset == 15
+        persister.writes[0][1].set_result(E.REQUEST_TIMED_OUT)  # no share coordinator in time
+        assert await answer == (E.REQUEST_TIMED_OUT, "The acknowledgement could not be persisted.")
+        assert sp.start_offset == 10 and sp.next_fetch_offset() == 10  # delivered again
     asyncio.run(run())
