@@ -17,7 +17,8 @@ is the answer. A cluster's answers are awaitables.
 
 The writes of one share partition run one after the other (each waits for the one
 before), so a retried write never lands after a later one: the last state written is
-the share partition's last state.
+the share partition's last state. A read waits for the writes before it, so a share
+partition rebuilt here (a new leader epoch) starts from the last state it wrote.
 
 Owns: its channels to the other brokers. Lock: the broker's event-loop thread.
 """
@@ -89,6 +90,9 @@ class ShareStatePersister:
         return self._read(key)
 
     async def _read(self, key: SharePartitionKey) -> ReadResult:
+        before = self._writes.get(key)
+        if before is not None:  # a share partition rebuilt here reads what it wrote last
+            await asyncio.wait([before])
         answer = await self._retrying(key, lambda: self._read_once(key))
         return answer if isinstance(answer, tuple) else (answer, None)  # an error: no state
 

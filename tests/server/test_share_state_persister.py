@@ -127,7 +127,7 @@ class MovingCoordinator:
         return later()
 
 
-def test_the_persister_retries_a_moving_coordinator_and_keeps_a_partitions_writes_in_order() -> None:
+def test_the_persister_retries_a_moving_coordinator_and_keeps_a_partitions_writes_and_reads_in_order() -> None:
     async def run() -> None:
         coordinator = MovingCoordinator(moving=2)
         persister = ShareStatePersister(coordinator, 1, 5000,  # type: ignore[arg-type]
@@ -142,6 +142,12 @@ def test_the_persister_retries_a_moving_coordinator_and_keeps_a_partitions_write
         read = persister.read_state(KEY)
         assert not isinstance(read, tuple)
         assert await read == (E.NONE, state(20))
+        coordinator.release.clear()
+        third = persister.write_state(KEY, state(30))
+        read = persister.read_state(KEY)  # waits for the write before it
+        await asyncio.sleep(0.05)
+        coordinator.release.set()
+        assert await read == (E.NONE, state(30)) and await third == E.NONE  # type: ignore[misc]
         persister.close()
     asyncio.run(run())
 
