@@ -158,7 +158,9 @@ class BrokerComponents:
             CoordinatorConfig.from_broker_config(config), time, self.offsets_topic,
             clustered=self.clustered, topics=self.topics)
         self.share_groups = ShareGroups(self, lambda g: g in self.group_coordinator.groups
-                                        or self.group_coordinator.consumer.is_active(g))
+                                        or self.group_coordinator.consumer.is_active(g),
+                                        self._partition_leader if self.clustered else None,
+                                        self._broker_endpoint)
         self.transaction_topic = TransactionTopic(self)
         txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
                                             self.transaction_topic)
@@ -196,8 +198,11 @@ class BrokerComponents:
             self.producer_id_manager = ZkProducerIdManager(config.node_id, self.zk_broker.zk)
             # the coordinators follow the leaderships of their topics' partitions
             leadership = CoordinatorLeadership(self.group_coordinator, self.txn_coordinator,
+                                               self.share_groups.coordinator, self.share_groups.state,
                                                self.replica_manager.partitions.get)
             self.replica_manager.add_leadership_listener(leadership.leadership_changed)
+            # share partitions live with their partitions' leaders
+            self.replica_manager.add_leadership_listener(self.share_groups.partitions.leadership_changed)
         self._isr_expiration: asyncio.Task[None] | None = None
 
     def _zk_broker(self, config: BrokerConfig, cache: ZkMetadataCache) -> ZkBroker:

@@ -152,6 +152,12 @@ class GroupCoordinator:
             return E.NOT_COORDINATOR
         return E.NONE
 
+    def coordinator_error(self, group_id: str) -> int:
+        """NONE when this broker coordinates the group id now, else NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS: the share groups' check, their coordinator living
+        where the group id's (Kafka's GroupCoordinatorService)."""
+        return self._check_group_id(group_id) if group_id else E.NONE
+
     def is_coordinator_for(self, group_id: str) -> bool:
         owned = self.owned_partitions
         return owned is None or self.store.partition_for(group_id) in owned

@@ -24,9 +24,17 @@ DeliveryState is Kafka's RecordState id (0 available, 2 acknowledged, 4 archived
 null value (tombstone) removes the state (the group's offsets deleted).
 
 The single broker reads every partition at startup (`load`) and keeps the last state of
-each key in memory; a write appends through the replica manager (acks as the topic's
-min.insync.replicas) before the memory changes, so what a client was answered is on
-disk. Created on first need with `cleanup.policy=compact`,
+each key in memory. In a cluster the share coordinator of a key is the leader of its
+partition (Kafka's ShareCoordinatorService): it loads a partition's states when it
+becomes its leader (`on_elected`) and drops them when it stops (`on_resigned`); a key of a
+partition not led here answers NOT_COORDINATOR, and the share-partition leader asks
+again where the metadata says (server/share_state_persister.py). A write appends through
+the replica manager (acks=all, the topic's min.insync.replicas) and is answered once the
+high watermark passed it (`wait_replicated`), so a state a share-partition leader was
+told is written survives the coordinator's failover; memory changes once the append is
+done. A write of a lower leader epoch than the state's (a share-partition leader that
+lost its leadership, still writing) answers FENCED_LEADER_EPOCH, as Kafka's
+ShareCoordinatorShard. Created on first need with `cleanup.policy=compact`,
 `share.coordinator.state.topic.segment.bytes` and `.replication.factor`.
 
 Lock: the broker's event-loop thread only.
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -45,6 +54,7 @@ from kbroker.protocol.codec import DecodeError, Reader, Writer
 from kbroker.records.batch_header import CONTROL_NONE
 
 log = logging.getLogger(__name__)
+E = ErrorCode
 
 SHARE_GROUP_STATE_TOPIC_NAME = "__share_group_state"
 SHARE_SNAPSHOT = 0
@@ -151,50 +161,100 @@ class ShareStateTopic(InternalTopic):
 
 
 class ShareCoordinator:
-    """The ShareStatePersister of the share partitions (see the module docstring)."""
+    """The share coordinator (see the module docstring): the states of the
+    `__share_group_state` partitions it leads (all of them on a single broker)."""
 
     def __init__(self, topic: ShareStateTopic) -> None:
         self.topic = topic
         self.states: dict[SharePartitionKey, PersistedState] = {}
         self.snapshot_epochs: dict[SharePartitionKey, int] = {}
+        # cluster mode: the partitions led here (None on a single broker: all of them)
+        self.owned_partitions: set[int] | None = set() if topic.broker.clustered else None
 
     def load(self) -> None:
+        """A single broker: every partition's states, at startup."""
         if not self.topic.exists:
             return
-        loaded = 0
         for partition in range(self.topic.num_partitions):
-            for rec in self.topic.read_partition(partition):
-                if rec.key is None or rec.control_type != CONTROL_NONE:
-                    continue
-                try:
-                    kind, key = decode_key(bytes(rec.key))
-                    if kind != SHARE_SNAPSHOT:
-                        continue
-                    if rec.value is None:
-                        self.states.pop(key, None)
-                    else:
-                        self.states[key] = decode_value(bytes(rec.value))
-                        loaded += 1
-                except DecodeError as e:
-                    log.warning("%s-%d offset %d: unreadable share state record (%s)",
-                                self.topic.name, partition, rec.offset, e)
+            self._load_partition(partition)
         log.info("share coordinator: %d share partitions loaded from %s", len(self.states), self.topic.name)
 
+    def _load_partition(self, partition: int) -> int:
+        loaded = 0
+        for rec in self.topic.read_partition(partition):
+            if rec.key is None or rec.control_type != CONTROL_NONE:
+                continue
+            try:
+                kind, key = decode_key(bytes(rec.key))
+                if kind != SHARE_SNAPSHOT:
+                    continue
+                if rec.value is None:
+                    self.states.pop(key, None)
+                else:
+                    self.states[key] = decode_value(bytes(rec.value))
+                    loaded += 1
+            except DecodeError as e:
+                log.warning("%s-%d offset %d: unreadable share state record (%s)",
+                            self.topic.name, partition, rec.offset, e)
+        return loaded
+
+    # -- cluster mode: leadership of __share_group_state partitions
+    def on_elected(self, partition: int) -> None:
+        """This broker now leads `__share_group_state`-`partition`: load its states."""
+        owned = self.owned_partitions
+        if owned is None or partition in owned:
+            return
+        self._drop_partition(partition)
+        self._load_partition(partition)
+        owned.add(partition)
+        log.info("share coordinator of %s-%d", self.topic.name, partition)
+
+    def on_resigned(self, partition: int) -> None:
+        owned = self.owned_partitions
+        if owned is None or partition not in owned:
+            return
+        owned.discard(partition)
+        self._drop_partition(partition)
+        log.info("no longer share coordinator of %s-%d", self.topic.name, partition)
+
+    def _drop_partition(self, partition: int) -> None:
+        for key in [k for k in self.states if self.partition_of(k) == partition]:
+            self.states.pop(key, None)
+            self.snapshot_epochs.pop(key, None)
+
+    def partition_of(self, key: SharePartitionKey) -> int:
+        return self.topic.partition_for(coordinator_key(key))
+
+    def check_coordinator(self, key: SharePartitionKey) -> int:
+        """NONE when this broker coordinates the key, else NOT_COORDINATOR."""
+        owned = self.owned_partitions
+        return E.NONE if owned is None or self.partition_of(key) in owned else E.NOT_COORDINATOR
+
+    # -- reads and writes (ReadShareGroupState / WriteShareGroupState)
     def read_state(self, key: SharePartitionKey) -> PersistedState | None:
         return self.states.get(key)
 
-    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int:
+    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]:
+        """Append the key's new state; the error code, at once or once replicated."""
+        code = self.check_coordinator(key)
+        if code != E.NONE:
+            return code
+        current = self.states.get(key)
+        if current is not None and state.leader_epoch < current.leader_epoch:
+            return E.FENCED_LEADER_EPOCH
         epoch = self.snapshot_epochs.get(key, -1) + 1
+        partition = self.partition_of(key)
         try:
-            self.topic.append_records(self.topic.partition_for(coordinator_key(key)),
-                                      [(encode_key(key), encode_value(state, epoch))],
-                                      acks=-1 if self.topic.broker.clustered else 1)
+            info = self.topic.append_records(partition, [(encode_key(key), encode_value(state, epoch))],
+                                             acks=-1 if self.topic.broker.clustered else 1)
         except KafkaError as e:
             log.warning("share state of %s not written: %s", coordinator_key(key), e)
             return e.error_code
         self.snapshot_epochs[key] = epoch
         self.states[key] = state
-        return ErrorCode.NONE
+        waited = self.topic.wait_replicated(partition, self.topic.broker.config.request_timeout_ms / 1000,
+                                            info.last_offset + 1)
+        return E.NONE if waited is None else waited
 
     def delete_state(self, key: SharePartitionKey) -> int:
         try:

@@ -238,6 +238,16 @@ class ShareGroupCoordinator:
         del self.groups[group_id]
         return E.NONE
 
+    def on_resigned(self, coordinated_elsewhere: Callable[[str], bool]) -> None:
+        """Cluster mode: another broker coordinates these groups now (their
+        __consumer_offsets partition moved): forget them, members and timers; what their
+        members hold stays with the share-partition leaders, and the members join the
+        new coordinator."""
+        for group_id in [g for g in self.groups if coordinated_elsewhere(g)]:
+            for member in self.groups.pop(group_id).members.values():
+                if member.session_timer is not None:
+                    member.session_timer.cancel()
+
     def shutdown(self) -> None:
         for group in self.groups.values():
             for member in group.members.values():

@@ -218,8 +218,10 @@ class SharePartition:
         return _ranges(taken, counts)
 
     # -- acknowledging
-    def acknowledge(self, member_id: str, batches: list[AckBatch]) -> None:
-        """Apply a member's acknowledgements, all or none (raises AcknowledgeError)."""
+    def acknowledge(self, member_id: str, batches: list[AckBatch]) -> dict[int, int]:
+        """Apply a member's acknowledgements, all or none (raises AcknowledgeError);
+        answers the offsets it accepted or rejected with their delivery counts, for
+        `reopen` should their state not be persisted."""
         plan: list[tuple[InFlightRecord, int]] = []
         for b in batches:
             n = b.last_offset - b.first_offset + 1
@@ -238,6 +240,7 @@ class SharePartition:
                     raise AcknowledgeError(E.INVALID_RECORD_STATE, f"The record at offset {offset} "
                                            f"is not acquired by member {member_id}.")
                 plan.append((rec, kind))
+        done: dict[int, int] = {}
         for rec, kind in plan:
             if kind == AcknowledgeType.RENEW:
                 self._renew(rec)
@@ -249,6 +252,30 @@ class SharePartition:
                 self._make_available(rec)
             else:  # REJECT, GAP
                 rec.state = RecordState.ARCHIVED
+            if rec.state != RecordState.AVAILABLE:
+                done[rec.offset] = rec.delivery_count
+        self._advance_start()
+        return done
+
+    def reopen(self, done: dict[int, int]) -> None:
+        """An acknowledgement whose state could not be persisted is undone, as Kafka rolls
+        its in-memory state back: each offset it accepted or rejected (`done`, with its
+        delivery count) still ACKNOWLEDGED or ARCHIVED, or already below the start offset,
+        is AVAILABLE again (ARCHIVED at the delivery count limit), to be delivered again.
+        The start offset goes back to the lowest; the offsets between it and the old start
+        come back as ACKNOWLEDGED."""
+        if not done:
+            return
+        low = min(done)
+        for offset in range(low, self.start_offset):
+            back = self.records[offset] = InFlightRecord(offset)
+            back.state = RecordState.ACKNOWLEDGED
+        self.start_offset = min(self.start_offset, low)
+        for offset, count in done.items():
+            rec = self.records.get(offset)
+            if rec is not None and rec.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
+                rec.delivery_count = count
+                self._make_available(rec)
         self._advance_start()
 
     def release_member(self, member_id: str) -> int:

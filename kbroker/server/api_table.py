@@ -39,9 +39,10 @@ versions:
   only in KRaft mode with a metrics reporter plugin; kbroker always (kbroker.telemetry).
 - ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1-2, ShareAcknowledge 1-2
   (KIP-932 share groups, as Kafka 4.1+ and librdkafka 2.16's ShareConsumer; v0 was 4.0's
-  early access), and the share-group admin APIs DescribeShareGroupOffsets 0-1 (v1:
-  KIP-1226's lag), AlterShareGroupOffsets 0, DeleteShareGroupOffsets 0: a single broker
-  only (docs/share-groups.md).
+  early access), in both modes; and the share-group admin APIs DescribeShareGroupOffsets
+  0-1 (v1: KIP-1226's lag), AlterShareGroupOffsets 0, DeleteShareGroupOffsets 0: a single
+  broker only (docs/share-groups.md). In cluster mode brokers send each other
+  ReadShareGroupState 0 and WriteShareGroupState 0-1 (the share coordinator's).
 Not advertised, though codecs exist:
 - Produce 12-13, TxnOffsetCommit 5-6, EndTxn 5: Produce 12, TxnOffsetCommit 5 and EndTxn 5
   are KIP-890's transaction version 2 (partitions join a transaction implicitly, the
@@ -58,7 +59,7 @@ Not advertised, though codecs exist:
   until that is understood.
 - InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
 - The APIs Kafka 4 added that kbroker does not serve (the share coordinator's
-  Initialize/Read/Write/DeleteShareGroupState, streams groups, KRaft's) have codecs but no handler, so they are not in the
+  Initialize/DeleteShareGroupState and ReadShareGroupStateSummary, streams groups, KRaft's) have codecs but no handler, so they are not in the
   table and not advertised.
 """
 
@@ -123,6 +124,7 @@ from kbroker.server.apis import offset_fetch as offset_fetch
 from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epoch
 from kbroker.server.apis import produce as produce
 from kbroker.server.apis import push_telemetry as push_telemetry
+from kbroker.server.apis import read_share_group_state as read_share_group_state
 from kbroker.server.apis import sasl_authenticate as sasl_authenticate
 from kbroker.server.apis import sasl_handshake as sasl_handshake
 from kbroker.server.apis import share_acknowledge as share_acknowledge
@@ -133,6 +135,7 @@ from kbroker.server.apis import stop_replica as stop_replica
 from kbroker.server.apis import sync_group as sync_group
 from kbroker.server.apis import txn_offset_commit as txn_offset_commit
 from kbroker.server.apis import update_metadata as update_metadata
+from kbroker.server.apis import write_share_group_state as write_share_group_state
 from kbroker.server.apis import write_txn_markers as write_txn_markers
 
 
@@ -211,13 +214,14 @@ API_TABLE: dict[int, ApiSpec] = {
 # UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
 # (WriteTxnMarkers, a coordinator's request to partition leaders, is in both tables, as
 # Kafka 3.9 advertises it: admin tools abort hanging transactions with it.)
-# Share groups are the single broker's for now (docs/share-groups.md): a cluster does not
-# advertise them until their coordinator and state follow leadership.
-SHARE_GROUP_APIS = frozenset({ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
-                              ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-                              ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
+# Share groups (docs/share-groups.md): a cluster serves membership, ShareFetch and
+# ShareAcknowledge, with the share coordinator's Read/WriteShareGroupState between brokers;
+# the share-group offsets admin APIs stay the single broker's (they read and write the
+# share coordinator's state as if it were local).
+SINGLE_BROKER_SHARE_APIS = frozenset({ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+                                      ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 CLUSTER_API_TABLE: dict[int, ApiSpec] = {
-    **{k: s for k, s in API_TABLE.items() if k not in SHARE_GROUP_APIS},
+    **{k: s for k, s in API_TABLE.items() if k not in SINGLE_BROKER_SHARE_APIS},
     **{
         s.api_key: s
         for s in (
@@ -226,6 +230,8 @@ CLUSTER_API_TABLE: dict[int, ApiSpec] = {
             _spec(ApiKey.UPDATE_METADATA, 0, 8, update_metadata),
             _spec(ApiKey.CONTROLLED_SHUTDOWN, 0, 3, controlled_shutdown),
             _spec(ApiKey.ALTER_PARTITION, 0, 3, alter_partition),
+            _spec(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, read_share_group_state),
+            _spec(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, write_share_group_state),
         )
     },
 }

@@ -161,6 +161,8 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.UPDATE_METADATA: _cluster("CLUSTER_ACTION"),
     ApiKey.CONTROLLED_SHUTDOWN: _cluster("CLUSTER_ACTION"),
     ApiKey.ALTER_PARTITION: _cluster("CLUSTER_ACTION"),
+    ApiKey.READ_SHARE_GROUP_STATE: _cluster("CLUSTER_ACTION"),  # a share-partition leader
+    ApiKey.WRITE_SHARE_GROUP_STATE: _cluster("CLUSTER_ACTION"),
     ApiKey.ENVELOPE: _cluster("CLUSTER_ACTION"),  # a forwarding broker (KIP-590)
 }
 

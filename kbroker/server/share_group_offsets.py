@@ -167,7 +167,9 @@ class ShareGroupOffsets:
         sp = self.partitions.partitions.get(key)
         old = self.state.read_state(key)
         epoch = max(sp.state_epoch if sp is not None else 0, old.state_epoch if old is not None else 0) + 1
-        code = self.state.write_state(key, PersistedState(epoch, start_offset))
+        written = self.state.write_state(key, PersistedState(epoch, start_offset))
+        # a single broker's API (api_table.SINGLE_BROKER_SHARE_APIS): answered at once
+        code = written if isinstance(written, int) else E.UNKNOWN_SERVER_ERROR
         if code == E.NONE:
             self.partitions.forget(key)
         return code
@@ -191,6 +193,10 @@ class ShareGroupOffsets:
             self.check_group(group_id, alterable=True)
         except GroupError as e:
             return e.code
+        if self.state.owned_partitions is not None:
+            # a cluster: the group's states may be at other share coordinators, which no
+            # request here deletes yet (Kafka's DeleteShareGroupState): refused, not half done
+            return E.GROUP_DELETION_FAILED
         if self.delete(group_id) != E.NONE:
             return E.GROUP_DELETION_FAILED
         return self.coordinator.delete(group_id)

@@ -7,14 +7,18 @@ wiring and handed to the request handlers as one service.
   ShareAcknowledge;
 - `partitions` (server/share_partition_manager.py): the share partitions, their
   acquisitions, locks and acknowledgements;
-- `state` (coordinator/share_coordinator.py): their persisted state in
-  `__share_group_state`;
+- `state` (coordinator/share_coordinator.py): the share coordinator, their persisted
+  state in `__share_group_state`, which `persister` (server/share_state_persister.py)
+  reads and writes for the share partitions, locally or, in a cluster, on the broker
+  leading the key's partition;
 - `offsets` (server/share_group_offsets.py): what the share-group admin APIs read and
   change (DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets,
   DeleteGroups of a share group).
 
 At startup every group with a persisted share partition state is known again, empty
-(members join anew), so it is listed, described and deleted as before the restart.
+(members join anew), so it is listed, described and deleted as before the restart (a
+single broker; in a cluster the share coordinator loads a partition's states when it
+becomes its leader, and a group is known once a member joins).
 
 A member leaving or fenced releases what it holds; so does its share session closing
 or being replaced. Timers (session timeouts, acquisition locks) run on one Timers,
@@ -29,6 +33,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kbroker.common.topic_partition import TopicPartition
 from kbroker.coordinator.internal_topic import CoordinatorBroker
 from kbroker.coordinator.share_coordinator import ShareCoordinator, ShareStateTopic
 from kbroker.coordinator.share_group import ShareGroupConfig, ShareGroupCoordinator
@@ -39,6 +44,7 @@ from kbroker.server import group_config
 from kbroker.server.share_group_offsets import ShareGroupOffsets
 from kbroker.server.share_partition_manager import SharePartitionManager
 from kbroker.server.share_session_cache import ShareSession, ShareSessionCache
+from kbroker.server.share_state_persister import ShareStatePersister
 
 if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
@@ -50,7 +56,9 @@ def coordinator_config(c: BrokerConfig) -> ShareGroupConfig:
 
 
 class ShareGroups:
-    def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool]) -> None:
+    def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool],
+                 leader_of: Callable[[TopicPartition], int] | None = None,
+                 endpoint_of: Callable[[int], tuple[str, int] | None] | None = None) -> None:
         config = broker.config
         self.broker = broker
         # a GROUP resource's configs (a single broker's: cluster mode has none yet)
@@ -59,8 +67,10 @@ class ShareGroups:
         self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active)
         self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
         self.state = ShareCoordinator(ShareStateTopic(broker))
+        self.persister = ShareStatePersister(self.state, config.node_id, config.request_timeout_ms, leader_of,
+                                             endpoint_of, config.inter_broker_login)
         self.partitions = SharePartitionManager(
-            broker.replica_manager, broker.topics, self.timers, self.partition_config, self.state,
+            broker.replica_manager, broker.topics, self.timers, self.partition_config, self.persister,
             lambda group_id: self.group_config(group_id)["share.auto.offset.reset"])
         self.offsets = ShareGroupOffsets(self.coordinator, self.state, self.partitions, broker.topics,
                                          broker.replica_manager)
@@ -93,11 +103,14 @@ class ShareGroups:
             pass
         if self.configs is not None:
             self.configs.load()
+        if self.broker.clustered:
+            return  # the share coordinator loads what it leads (on_elected)
         self.state.load()
         for group_id in dict.fromkeys(key[0] for key in self.state.states):
             self.coordinator.restore_group(group_id)
 
     def shutdown(self) -> None:
         self.timers.close()
+        self.persister.close()
         self.coordinator.shutdown()
         self.partitions.shutdown()

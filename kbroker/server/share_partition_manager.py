@@ -27,6 +27,19 @@ records available, or `max_wait_ms` ends.
 
 Every change a client must be able to count on is persisted before it is answered: an
 acknowledgement (accepted records are never delivered again), the initial start offset.
+The persister (server/share_state_persister.py) answers at once on a single broker; in a
+cluster it asks the share coordinator, maybe on another broker, so a share partition is
+initialized in the background (a fetch meanwhile waits for it) and an acknowledgement is
+answered once its state is written and replicated. An acknowledgement whose state could
+not be written is answered with the error and undone (its accepted and rejected records
+available again, delivered again), as Kafka rolls its in-memory state back.
+
+In a cluster the share partitions of a partition live on its leader (Kafka's
+share-partition leader): when this broker stops leading it, or leads it again at a new
+leader epoch, they are dropped (`leadership_changed`), what they had in flight
+delivered again by the new leader from the persisted state (ACQUIRED is persisted as
+AVAILABLE). Each write carries the partition's leader epoch, which the share coordinator
+fences (an old leader cannot overwrite the new one's state).
 Acquisitions are not persisted (after a restart nothing is locked; what was in flight is
 delivered again, with its delivery count as last persisted). A lock timeout is persisted
 when it fires.
@@ -36,12 +49,13 @@ Lock: the broker's event-loop thread only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -69,12 +83,15 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 
 
+ReadResult = tuple[int, PersistedState | None]
+
+
 class ShareStatePersister(Protocol):
-    """Where share-partition state lives (Kafka's Persister)."""
+    """Where share-partition state lives (Kafka's Persister): answered at once, or later."""
 
-    def read_state(self, key: SharePartitionKey) -> PersistedState | None: ...
+    def read_state(self, key: SharePartitionKey) -> ReadResult | Awaitable[ReadResult]: ...
 
-    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int: ...
+    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]: ...
 
 
 class InMemoryPersister:
@@ -83,8 +100,8 @@ class InMemoryPersister:
     def __init__(self) -> None:
         self.states: dict[SharePartitionKey, PersistedState] = {}
 
-    def read_state(self, key: SharePartitionKey) -> PersistedState | None:
-        return self.states.get(key)
+    def read_state(self, key: SharePartitionKey) -> ReadResult:
+        return E.NONE, self.states.get(key)
 
     def write_state(self, key: SharePartitionKey, state: PersistedState) -> int:
         self.states[key] = state
@@ -159,6 +176,9 @@ class SharePartitionManager:
         self.persister = persister
         self.auto_offset_reset = auto_offset_reset
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.leader_epochs: dict[SharePartitionKey, int] = {}  # the partition's, when it was built
+        self._initializing: set[SharePartitionKey] = set()
+        self._init_errors: dict[SharePartitionKey, int] = {}
 
     # -- share partitions
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -172,32 +192,91 @@ class SharePartitionManager:
         tp = TopicPartition(name, partition)
         return tp, self.replica_manager.leader_partition(tp).local_log()
 
-    def share_partition(self, key: SharePartitionKey) -> SharePartition:
+    def share_partition(self, key: SharePartitionKey) -> SharePartition | None:
+        """The key's share partition, built from its persisted state the first time; None
+        while that state is being read (in a cluster: the fetch waits for it)."""
         sp = self.partitions.get(key)
-        if sp is not None:
+        if sp is not None or key in self._initializing:
             return sp
-        group_id, topic_id, partition = key
-        _tp, plog = self._log(topic_id, partition)
-        state = self.persister.read_state(key)
-        if state is None:
-            reset = self.auto_offset_reset(group_id)
-            start = plog.log_start_offset if reset == "earliest" else plog.high_watermark
-            state = PersistedState(0, start)
-            code = self.persister.write_state(key, state)
+        code = self._init_errors.pop(key, E.NONE)
+        if code != E.NONE:
+            raise KafkaError("The share partition's state could not be read or written.", code)
+        tp, _plog = self._log(key[1], key[2])
+        leader_epoch = self.replica_manager.leader_partition(tp).leader_epoch
+        read = self.persister.read_state(key)
+        if isinstance(read, tuple):
+            code, state = read
+            if code == E.NONE and state is None:
+                state = self._initial_state(key, leader_epoch)
+                written = self.persister.write_state(key, state)
+                code = written if isinstance(written, int) else E.UNKNOWN_SERVER_ERROR
+            if code != E.NONE or state is None:
+                raise KafkaError("The share partition's state could not be read or written.", code)
+            return self._restore(key, state, leader_epoch)
+        self._initializing.add(key)
+        asyncio.get_running_loop().create_task(self._initialize(key, tp, leader_epoch, read))
+        return None
+
+    def _initial_state(self, key: SharePartitionKey, leader_epoch: int) -> PersistedState:
+        """A partition the group never consumed: from `share.auto.offset.reset`."""
+        _tp, plog = self._log(key[1], key[2])
+        reset = self.auto_offset_reset(key[0])
+        return PersistedState(0, plog.log_start_offset if reset == "earliest" else plog.high_watermark,
+                              leader_epoch=leader_epoch)
+
+    async def _initialize(self, key: SharePartitionKey, tp: TopicPartition, leader_epoch: int,
+                          read: Awaitable[ReadResult]) -> None:
+        """Read the key's state from the share coordinator (write the initial one if it has
+        none), then build the share partition, if this broker still leads at that epoch."""
+        code: int = E.UNKNOWN_SERVER_ERROR
+        try:
+            code, state = await read
+            if code == E.NONE and state is None:
+                state = self._initial_state(key, leader_epoch)
+                written = self.persister.write_state(key, state)
+                code = written if isinstance(written, int) else await written
+            if code == E.NONE and state is not None and self._leads(tp, leader_epoch):
+                self._restore(key, state, leader_epoch)
+        except KafkaError as e:
+            code = e.error_code
+        finally:
+            self._initializing.discard(key)
             if code != E.NONE:
-                raise KafkaError("The share partition's state could not be written.", code)
+                log.warning("share partition %s of group %s not initialized: error %d", tp, key[0], code)
+                self._init_errors[key] = code
+            self.replica_manager.delayed_fetch_purgatory.check_and_complete(tp)
+
+    def _restore(self, key: SharePartitionKey, state: PersistedState, leader_epoch: int) -> SharePartition:
+        group_id, topic_id, partition = key
         sp = SharePartition.restore(group_id, topic_id, partition, state.start_offset, state.batches,
                                     self.config(group_id), self.timers, state.state_epoch,
                                     lambda: self._changed(key))
         self.partitions[key] = sp
+        self.leader_epochs[key] = leader_epoch
         log.info("share group %s: share partition %s-%d from offset %d", group_id, topic_id, partition,
                  sp.start_offset)
         return sp
+
+    def _leads(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        p = self.replica_manager.get_partition(tp)
+        return p is not None and p.is_leader and p.leader_epoch == leader_epoch
+
+    def leadership_changed(self, leaders: list[Any], followers: list[Any]) -> None:
+        """After a LeaderAndIsr or StopReplica (cluster mode): drop the share partitions of
+        partitions no longer led here, or led at another leader epoch than they were built
+        at; the next fetch builds them again from the persisted state."""
+        for key in list(self.partitions):
+            name = self._topic_name(key[1])
+            if name is None or not self._leads(TopicPartition(name, key[2]), self.leader_epochs.get(key, -1)):
+                log.info("share group %s: share partition %s-%d dropped (leadership moved)", key[0], name,
+                         key[2])
+                self.forget(key)
 
     def forget(self, key: SharePartitionKey) -> None:
         """Drop a share partition from memory (its state was altered or deleted): the next
         fetch builds it again from what is persisted."""
         sp = self.partitions.pop(key, None)
+        self.leader_epochs.pop(key, None)
         if sp is not None:
             sp.close()
 
@@ -209,18 +288,20 @@ class SharePartitionManager:
         except KafkaError:
             return None
 
-    def _persist(self, key: SharePartitionKey, sp: SharePartition) -> int:
-        return self.persister.write_state(key, PersistedState(sp.state_epoch, sp.start_offset, sp.snapshot()))
+    def _persist(self, key: SharePartitionKey, sp: SharePartition) -> int | Awaitable[int]:
+        return self.persister.write_state(key, PersistedState(sp.state_epoch, sp.start_offset, sp.snapshot(),
+                                                              self.leader_epochs.get(key, 0)))
 
     def _changed(self, key: SharePartitionKey) -> None:
-        """Records became available (release, lock timeout): persist, wake waiting fetches."""
+        """Records became available (release, lock timeout): persist (not waited for: they
+        are delivered again whether or not the write lands), wake waiting fetches."""
         sp = self.partitions.get(key)
         if sp is None:
             return
-        self._persist(key, sp)
-        name = self._topic_name(key[1])
-        if name is not None:
-            self.replica_manager.delayed_fetch_purgatory.check_and_complete(TopicPartition(name, key[2]))
+        written = self._persist(key, sp)
+        if not isinstance(written, int):
+            asyncio.ensure_future(written).add_done_callback(lambda f: _log_write(key, f))
+        self._wake(key)
 
     # -- ShareFetch
     def fetch(self, group_id: str, member_id: str, partitions: Iterable[tuple[uuid.UUID, int]],
@@ -252,6 +333,8 @@ class SharePartitionManager:
         key = (group_id, topic_id, partition)
         _tp, plog = self._log(topic_id, partition)
         sp = self.share_partition(key)
+        if sp is None:
+            return None  # being initialized: has_available says when it is
         sp.config = config  # new acquisitions take the group's lock duration as it is now (Kafka's)
         committed = config.read_committed
         if plog.log_start_offset > sp.start_offset:
@@ -279,7 +362,10 @@ class SharePartitionManager:
     def has_available(self, group_id: str, partitions: Iterable[tuple[uuid.UUID, int]]) -> bool:
         committed = self.config(group_id).read_committed
         for topic_id, partition in partitions:
-            sp = self.partitions.get((group_id, topic_id, partition))
+            key = (group_id, topic_id, partition)
+            sp = self.partitions.get(key)
+            if key in self._initializing:
+                continue
             try:
                 _tp, plog = self._log(topic_id, partition)
             except KafkaError:
@@ -298,7 +384,8 @@ class SharePartitionManager:
 
     # -- acknowledgements (ShareFetch and ShareAcknowledge)
     def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, partition: int,
-                    batches: list[AckBatch]) -> tuple[int, str | None]:
+                    batches: list[AckBatch]) -> AckAnswer | Awaitable[AckAnswer]:
+        """Apply the batches; the partition's answer once their state is persisted."""
         key = (group_id, topic_id, partition)
         sp = self.partitions.get(key)
         if sp is None:
@@ -308,15 +395,32 @@ class SharePartitionManager:
                 return e.error_code, str(e)
             return E.INVALID_RECORD_STATE, "No records of this partition are acquired."
         try:
-            sp.acknowledge(member_id, batches)
+            done = sp.acknowledge(member_id, batches)
         except AcknowledgeError as e:
             return e.code, e.message
-        code = self._persist(key, sp)
-        if code != E.NONE:
-            return code, "The acknowledgement could not be persisted."
         if any(t == 2 for b in batches for t in b.acknowledge_types):
-            self._changed(key)
-        return E.NONE, None
+            self._wake(key)
+        written = self._persist(key, sp)
+        if isinstance(written, int):
+            return self._acknowledged(key, sp, done, written)
+        return self._acknowledged_later(key, sp, done, written)
+
+    def _acknowledged(self, key: SharePartitionKey, sp: SharePartition, done: dict[int, int],
+                      code: int) -> AckAnswer:
+        """The acknowledgement's answer; not persisted, it is undone (`SharePartition.reopen`)."""
+        if code != E.NONE and self.partitions.get(key) is sp:
+            sp.reopen(done)
+            self._wake(key)
+        return (E.NONE, None) if code == E.NONE else (code, "The acknowledgement could not be persisted.")
+
+    async def _acknowledged_later(self, key: SharePartitionKey, sp: SharePartition, done: dict[int, int],
+                                  written: Awaitable[int]) -> AckAnswer:
+        return self._acknowledged(key, sp, done, await written)
+
+    def _wake(self, key: SharePartitionKey) -> None:
+        name = self._topic_name(key[1])
+        if name is not None:
+            self.replica_manager.delayed_fetch_purgatory.check_and_complete(TopicPartition(name, key[2]))
 
     def release_member(self, group_id: str, member_id: str,
                        partitions: Iterable[tuple[uuid.UUID, int]] | None = None) -> None:
@@ -329,6 +433,15 @@ class SharePartitionManager:
 
     def shutdown(self) -> None:
         self.partitions.clear()
+
+
+AckAnswer = tuple[int, str | None]
+
+
+def _log_write(key: SharePartitionKey, done: asyncio.Future[int]) -> None:
+    code = E.UNKNOWN_SERVER_ERROR if done.cancelled() or done.exception() is not None else done.result()
+    if code != E.NONE:
+        log.warning("share state of %s-%s-%d not written: error %d", *key, code)
 
 
 def _fetch_bound(plog: Log, committed: bool) -> int:

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
+from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
 
 DEADLINE_S = 60.0
@@ -88,6 +89,12 @@ def ask_any(cluster: Cluster, request: object, version: int) -> Any:
         if b.is_running() and (r := ask(cluster, broker_id, request, version)) is not None:
             return r
     return None
+
+
+def group_coordinator(cluster: Cluster, group: str) -> int | None:
+    """The group id's coordinator, as a running broker answers FindCoordinator (key type 0)."""
+    r = ask_any(cluster, FindCoordinatorRequest(key=group, key_type=0), 3)
+    return int(r.node_id) if r is not None and r.error_code == 0 else None
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,18 @@ from kbroker.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeResponse,
 )
 from kbroker.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
-from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.utils.java_hash import java_abs, java_string_hash
 from tests.integration.groups_support import Member, covers, poll_until, produce
 
-from .support import ask, ask_any, create_topic, metadata, new_cluster, wait_for_isr, wait_until
+from .support import (
+    ask,
+    create_topic,
+    group_coordinator,
+    metadata,
+    new_cluster,
+    wait_for_isr,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,9 +65,7 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
 
 
 def coordinator(cluster: Cluster, group: str = GROUP) -> int | None:
-    """The group's coordinator, as a running broker answers FindCoordinator."""
-    r = ask_any(cluster, FindCoordinatorRequest(key=group, key_type=0), 3)
-    return int(r.node_id) if r is not None and r.error_code == 0 else None
+    return group_coordinator(cluster, group)
 
 
 def describe(cluster: Cluster, node: int, group_id: str = GROUP,

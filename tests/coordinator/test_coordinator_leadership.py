@@ -1,6 +1,7 @@
-"""CoordinatorLeadership: the group and transaction coordinators follow the leaderships
-of __consumer_offsets and __transaction_state partitions (Kafka's onLeadershipChange),
-against fake coordinators and partitions."""
+"""CoordinatorLeadership: the group, transaction and share coordinators follow the
+leaderships of __consumer_offsets, __transaction_state and __share_group_state partitions
+(Kafka's onLeadershipChange), and the share groups their group ids' coordinators, against
+fake coordinators and partitions."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from kbroker.common.topic_partition import TopicPartition
 from kbroker.coordinator.coordinator_leadership import CoordinatorLeadership
 
-OFFSETS, TXN = "__consumer_offsets", "__transaction_state"
+OFFSETS, TXN, SHARE_STATE = "__consumer_offsets", "__transaction_state", "__share_group_state"
 
 
 @dataclass
@@ -32,6 +33,17 @@ class FakeGroupCoordinator:
     def on_resigned(self, partition: int) -> None:
         self.calls.append(("resigned", partition))
         self.owned_partitions.discard(partition)
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        return int(group_id.split("-")[1]) in self.owned_partitions  # "g-<its offsets partition>"
+
+
+@dataclass
+class FakeShareGroups:
+    groups: set[str] = field(default_factory=set)
+
+    def on_resigned(self, coordinated_elsewhere: Any) -> None:
+        self.groups = {g for g in self.groups if not coordinated_elsewhere(g)}
 
 
 @dataclass
@@ -58,10 +70,12 @@ class FakeTxnCoordinator:
         self.state.caches.pop(partition, None)
 
 
-def leadership(partitions: dict[TopicPartition, FakePartition]) -> tuple[
+def leadership(partitions: dict[TopicPartition, FakePartition], share_groups: FakeShareGroups | None = None,
+               share_state: FakeGroupCoordinator | None = None) -> tuple[
         CoordinatorLeadership, FakeGroupCoordinator, FakeTxnCoordinator]:
     groups, txns = FakeGroupCoordinator(), FakeTxnCoordinator()
-    return CoordinatorLeadership(groups, txns, partitions.get), groups, txns  # type: ignore[arg-type]
+    return CoordinatorLeadership(groups, txns, share_groups or FakeShareGroups(),  # type: ignore[arg-type]
+                                 share_state or FakeGroupCoordinator(), partitions.get), groups, txns
 
 
 def test_a_leader_of_an_offsets_partition_coordinates_its_groups_until_it_follows() -> None:
@@ -102,3 +116,17 @@ def test_other_topics_leave_the_coordinators_be() -> None:
     changes, groups, txns = leadership(partitions)
     changes.leadership_changed([partitions[tp]], [])  # type: ignore[list-item]
     assert groups.calls == [] and txns.calls == []
+
+
+def test_the_share_coordinator_follows_share_group_state_and_share_groups_their_group_ids() -> None:
+    state, offsets = TopicPartition(SHARE_STATE, 1), TopicPartition(OFFSETS, 2)
+    partitions = {state: FakePartition(state, True), offsets: FakePartition(offsets, True)}
+    share_groups, share_state = FakeShareGroups(), FakeGroupCoordinator()
+    changes, _groups, _txns = leadership(partitions, share_groups, share_state)
+    changes.leadership_changed(list(partitions.values()), [])  # type: ignore[arg-type]
+    share_groups.groups = {"g-2", "g-5"}  # a group of another partition is never here but says so
+    partitions[offsets].is_leader = False
+    partitions[state].is_leader = False
+    changes.leadership_changed([], [partitions[offsets], partitions[state]])  # type: ignore[list-item]
+    assert share_state.calls == [("elected", 1), ("resigned", 1)]
+    assert share_groups.groups == set()

@@ -177,3 +177,17 @@ def test_log_start_moving_up_moves_the_start() -> None:
         sp.acknowledge("a", [AckBatch(2, 2, [ACCEPT])])
     sp.acknowledge("a", [AckBatch(3, 4, [ACCEPT])])
     assert sp.start_offset == 5
+
+
+def test_an_acknowledgement_not_persisted_is_reopened() -> None:
+    sp, _time, _timers, _expired = make(start=0, limit=3)
+    sp.acquire("m1", [(0, 5, False)], 100)
+    done = sp.acknowledge("m1", [AckBatch(0, 3, [ACCEPT, REJECT, ACCEPT, RELEASE]), AckBatch(4, 5, [RENEW])])
+    assert done == {0: 1, 1: 1, 2: 1}  # what was accepted or rejected, with its delivery count
+    assert sp.start_offset == 3
+    sp.reopen(done)  # its state could not be written: delivered again
+    assert sp.start_offset == 0
+    assert [sp.state_of(o) for o in range(4)] == [(RecordState.AVAILABLE, 1)] * 4
+    assert sp.state_of(4) == (RecordState.ACQUIRED, 1)  # a renewal is not undone
+    again = sp.acquire("m2", [(0, 3, False)], 100)
+    assert again == [AcquiredRecords(0, 3, 2)]

@@ -5,6 +5,9 @@ key_type 0 (group): the leader of the group's __consumer_offsets partition; key_
 single broker both are this one. The topic is created if needed (as Kafka does on first
 lookup; in a cluster that takes a moment: COORDINATOR_NOT_AVAILABLE meanwhile, and
 while the partition has no leader). v4+ batches keys in `coordinator_keys` (KIP-699).
+key_type 2 (share, KIP-932; v6): the share coordinator of a share partition, key
+"<group>:<topic id>:<partition>", the leader of its __share_group_state partition
+(CLUSTER_ACTION on the cluster, as Kafka: only brokers ask).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from kbroker.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
@@ -44,6 +47,8 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return _error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == TRANSACTION and not authz.authorize_transactional_id(ctx, "DESCRIBE", key):
         return _error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if key_type == SHARE and not authz.authorize_cluster(ctx, "CLUSTER_ACTION"):
+        return _error(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if key_type == GROUP:
         if coordinator(ctx).loading:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -52,6 +57,9 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     elif key_type == TRANSACTION:
         topic = services.transaction_topic
         ensure_created = services.support.ensure_transaction_topic
+    elif key_type == SHARE and ctx.api_version >= 6:
+        topic = services.share_groups.state.topic
+        ensure_created = topic.ensure_created
     else:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
     try:

@@ -11,13 +11,20 @@ READ on the group (REQUEST_CHECKS) and on each topic (TOPIC_AUTHORIZATION_FAILED
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
 )
-from kbroker.server.apis.share_support import acknowledge, current_leader, share_groups
+from kbroker.server.apis.share_support import (
+    AckResult,
+    acknowledge,
+    acks_done,
+    current_leader,
+    share_groups,
+)
 from kbroker.server.request_context import RequestContext
 from kbroker.server.share_session_cache import FINAL_EPOCH, INITIAL_EPOCH, ShareSessionError
 
@@ -25,7 +32,8 @@ R = ShareAcknowledgeResponse
 E = ErrorCode
 
 
-def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+def handle(ctx: RequestContext, request: ShareAcknowledgeRequest
+           ) -> ShareAcknowledgeResponse | Awaitable[ShareAcknowledgeResponse]:
     groups = share_groups(ctx)
     lock_ms = ctx.services.config.group_share_record_lock_duration_ms
     if not request.group_id or not request.member_id:
@@ -42,6 +50,15 @@ def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknow
     if epoch == FINAL_EPOCH:
         groups.sessions.close(group_id, member_id)
         groups.session_closed(session)
+    if isinstance(acks, dict):
+        return _response(ctx, acks, lock_ms)
+
+    async def persisted() -> ShareAcknowledgeResponse:
+        return _response(ctx, await acks_done(acks), lock_ms)
+    return persisted()
+
+
+def _response(ctx: RequestContext, acks: AckResult, lock_ms: int) -> ShareAcknowledgeResponse:
     topics: dict[uuid.UUID, list[R.PartitionData]] = {}
     for (topic_id, partition), (code, message) in acks.items():
         topics.setdefault(topic_id, []).append(R.PartitionData(

@@ -33,6 +33,7 @@ from kbroker.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchR
 from kbroker.server.apis.share_support import (
     AckResult,
     acknowledge,
+    acks_done,
     current_leader,
     share_groups,
     topic_readable,
@@ -72,12 +73,12 @@ def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchRespons
     if epoch == FINAL_EPOCH:
         groups.sessions.close(group_id, member_id)
         groups.session_closed(session)
-        return _response(ctx, acks, [], lock_ms)
+        return _answer(ctx, acks, [], lock_ms)
     if forgotten:
         groups.partitions.release_member(group_id, member_id, forgotten)
     session.update(named, forgotten)
     if renew or request.max_bytes <= 0:
-        return _response(ctx, acks, [], lock_ms)
+        return _answer(ctx, acks, [], lock_ms)
     partitions = list(session.partitions)
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
 
@@ -88,7 +89,7 @@ def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchRespons
 
     fetched = fetch()
     if _acquired(fetched) or request.max_wait_ms <= 0 or ctx.services.shutting_down():
-        return _response(ctx, acks, fetched, lock_ms)
+        return _answer(ctx, acks, fetched, lock_ms)
     return _park(ctx, request, groups, partitions, fetch, acks, lock_ms)
 
 
@@ -96,7 +97,8 @@ def _acquired(fetched: list[PartitionFetch]) -> bool:
     return any(pf.acquired or pf.error_code != E.NONE for pf in fetched)
 
 
-def _park(ctx: RequestContext, request: ShareFetchRequest, groups, partitions, fetch, acks: AckResult,  # type: ignore[no-untyped-def]
+def _park(ctx: RequestContext, request: ShareFetchRequest, groups, partitions, fetch,  # type: ignore[no-untyped-def]
+          acks: AckResult | Awaitable[AckResult],
           lock_ms: int) -> Awaitable[ShareFetchResponse]:
     """Nothing acquired: wait in the fetch purgatory until a partition has records
     available (an append, a release, a lock timeout) or max_wait_ms ends."""
@@ -122,9 +124,20 @@ def _park(ctx: RequestContext, request: ShareFetchRequest, groups, partitions, f
             fetched = await future
         finally:
             op.force_complete()
-        return _response(ctx, acks, fetched, lock_ms)
+        return _response(ctx, await acks_done(acks), fetched, lock_ms)
 
     return wait()
+
+
+def _answer(ctx: RequestContext, acks: AckResult | Awaitable[AckResult], fetched: list[PartitionFetch],
+            lock_ms: int) -> ShareFetchResponse | Awaitable[ShareFetchResponse]:
+    """The answer, once the acknowledgements are persisted."""
+    if isinstance(acks, dict):
+        return _response(ctx, acks, fetched, lock_ms)
+
+    async def later() -> ShareFetchResponse:
+        return _response(ctx, await acks_done(acks), fetched, lock_ms)
+    return later()
 
 
 def _response(ctx: RequestContext, acks: AckResult, fetched: list[PartitionFetch], lock_ms: int) -> ShareFetchResponse:

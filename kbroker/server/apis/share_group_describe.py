@@ -3,7 +3,8 @@
 
 As Kafka's: GROUP_ID_NOT_FOUND for an unknown group or one of another type; DESCRIBE on
 the group, else GROUP_AUTHORIZATION_FAILED; include_authorized_operations fills the bit
-field of the group operations the principal may do.
+field of the group operations the principal may do. In a cluster, NOT_COORDINATOR
+for a group coordinated elsewhere (share_group_heartbeat.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kbroker.server.apis.group_support import (
     described_assignment,
     described_failure,
 )
+from kbroker.server.apis.group_support import coordinator as group_coordinator
 from kbroker.server.request_context import RequestContext
 
 R = ShareGroupDescribeResponse
@@ -36,6 +38,10 @@ def handle(ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGrou
     for group_id in request.group_ids:
         if not authz.authorize_group(ctx, "DESCRIBE", group_id):
             out.append(_failed(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        code = group_coordinator(ctx).coordinator_error(group_id)
+        if code != ErrorCode.NONE:
+            out.append(_failed(group_id, code))
             continue
         group = coordinator.describe(group_id)
         if group is None:

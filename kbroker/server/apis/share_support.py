@@ -4,13 +4,15 @@ its acknowledgements applied partition by partition.
 A request's acknowledgement batches are checked before any is applied: a type outside
 0-3 (4, renew, only with IsRenewAck in v2), overlapping or unordered batches answer
 INVALID_REQUEST for that partition; the share partition checks the records themselves
-(share_partition.py). Each partition's answer is its own error code.
+(share_partition.py). Each partition's answer is its own error code, given once its
+new state is persisted (in a cluster, by the share coordinator, maybe on another broker:
+the answers are then awaited, the state in memory having changed at once).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from kbroker.common.error_code import ErrorCode
@@ -38,12 +40,13 @@ def topic_readable(ctx: RequestContext, topic_id: uuid.UUID) -> int:
 
 
 def current_leader(ctx: RequestContext, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
-    """(leader id, leader epoch) of a partition led here, else (-1, -1)."""
+    """(leader id, leader epoch) of the partition as the metadata says (in a cluster, a
+    client told NOT_LEADER_OR_FOLLOWER goes there), else (-1, -1)."""
     info = ctx.services.topics.get_by_id(topic_id)
-    p = ctx.services.replica_manager.get_partition(TopicPartition(info.name, partition)) if info else None
-    if p is None:
+    pm = ctx.services.cluster.partition(TopicPartition(info.name, partition)) if info else None
+    if pm is None or pm.leader < 0:
         return -1, -1
-    return ctx.services.node_id, p.leader_epoch
+    return pm.leader, pm.leader_epoch
 
 
 def _batches(raw: Iterable[Any], renew: bool) -> list[AckBatch] | None:
@@ -61,10 +64,12 @@ def _batches(raw: Iterable[Any], renew: bool) -> list[AckBatch] | None:
 
 
 def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topics: Iterable[Any],
-                renew: bool) -> AckResult:
-    """Apply every partition's acknowledgement batches; the answer per partition."""
+                renew: bool) -> AckResult | Awaitable[AckResult]:
+    """Apply every partition's acknowledgement batches; the answer per partition, at once
+    or once every partition's state is persisted."""
     manager = share_groups(ctx).partitions
     results: AckResult = {}
+    pending: dict[tuple[uuid.UUID, int], Awaitable[tuple[int, str | None]]] = {}
     for topic in topics:
         readable = topic_readable(ctx, topic.topic_id)
         for p in topic.partitions:
@@ -78,5 +83,20 @@ def acknowledge(ctx: RequestContext, group_id: str, member_id: str, topics: Iter
             if batches is None:
                 results[key] = (E.INVALID_REQUEST, "Invalid acknowledgement batches.")
                 continue
-            results[key] = manager.acknowledge(group_id, member_id, topic.topic_id, p.partition_index, batches)
+            answer = manager.acknowledge(group_id, member_id, topic.topic_id, p.partition_index, batches)
+            if isinstance(answer, tuple):
+                results[key] = answer
+            else:
+                pending[key] = answer
+    return results if not pending else _persisted(results, pending)
+
+
+async def _persisted(results: AckResult, pending: dict[tuple[uuid.UUID, int], Awaitable[tuple[int, str | None]]]
+                     ) -> AckResult:
+    for key, answer in pending.items():
+        results[key] = await answer
     return results
+
+
+async def acks_done(acks: AckResult | Awaitable[AckResult]) -> AckResult:
+    return acks if isinstance(acks, dict) else await acks

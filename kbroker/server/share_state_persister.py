@@ -1,0 +1,200 @@
+"""ShareStatePersister: how a share-partition leader reads and writes its share
+partitions' state through the share coordinator, as Kafka's DefaultStatePersister and
+PersisterStateManager (KIP-932; read, not copied).
+
+The share coordinator of a share partition (group, topic id, partition) is the leader of
+the `__share_group_state` partition its key hashes to (coordinator/share_coordinator.py).
+On a single broker that is always this one, and a read or write is answered at once
+(an int, a state). In a cluster the persister asks the metadata who leads the key's
+partition and then:
+- this broker: calls the ShareCoordinator directly (a write is answered once replicated);
+- another broker: sends ReadShareGroupState (key 84) / WriteShareGroupState (key 85), v0,
+  over a BrokerChannel of its own to that broker (the inter-broker listener and login).
+NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+NOT_LEADER_OR_FOLLOWER and a failed connection are asked again, to the leader known
+then, every 100 ms until request.timeout.ms (then REQUEST_TIMED_OUT); any other error
+is the answer. A cluster's answers are awaitables.
+
+The writes of one share partition run one after the other (each waits for the one
+before), so a retried write never lands after a later one: the last state written is
+the share partition's last state. A read waits for the writes before it, so a share
+partition rebuilt here (a new leader epoch) starts from the last state it wrote.
+
+Owns: its channels to the other brokers. Lock: the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kbroker.client.connection import KafkaClientError
+from kbroker.cluster.broker_channel import BrokerChannel
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.topic_partition import TopicPartition
+from kbroker.coordinator.share_coordinator import (
+    PersistedState,
+    ShareCoordinator,
+    SharePartitionKey,
+    coordinator_key,
+)
+from kbroker.coordinator.share_partition import StateBatch
+from kbroker.protocol.messages.read_share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+)
+from kbroker.protocol.messages.write_share_group_state import (
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+from kbroker.security.settings import InterBrokerLogin
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+RETRY_BACKOFF_S = 0.1
+RPC_VERSION = 0
+RETRIABLE = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                       E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION})
+ReadResult = tuple[int, PersistedState | None]
+
+
+class ShareStatePersister:
+    """See the module docstring. `leader_of(tp)` is the metadata's leader of a partition
+    (-1: none), `endpoint_of(broker)` the broker's inter-broker endpoint; both None on a
+    single broker."""
+
+    def __init__(self, coordinator: ShareCoordinator, node_id: int, timeout_ms: int,
+                 leader_of: Callable[[TopicPartition], int] | None = None,
+                 endpoint_of: Callable[[int], tuple[str, int] | None] | None = None,
+                 login: InterBrokerLogin | None = None) -> None:
+        self.coordinator = coordinator
+        self.node_id = node_id
+        self.timeout_s = timeout_ms / 1000
+        self._leader_of = leader_of
+        self._endpoint_of = endpoint_of
+        self._login = login
+        self._channels: dict[int, BrokerChannel] = {}
+        self._writes: dict[SharePartitionKey, asyncio.Task[int]] = {}
+
+    @property
+    def clustered(self) -> bool:
+        return self._leader_of is not None
+
+    # -- the two calls of a share-partition leader
+    def read_state(self, key: SharePartitionKey) -> ReadResult | Awaitable[ReadResult]:
+        if not self.clustered:
+            return E.NONE, self.coordinator.read_state(key)
+        return self._read(key)
+
+    async def _read(self, key: SharePartitionKey) -> ReadResult:
+        before = self._writes.get(key)
+        if before is not None:  # a share partition rebuilt here reads what it wrote last
+            await asyncio.wait([before])
+        answer = await self._retrying(key, lambda: self._read_once(key))
+        return answer if isinstance(answer, tuple) else (answer, None)  # an error: no state
+
+    def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]:
+        if not self.clustered:
+            return self.coordinator.write_state(key, state)
+        before = self._writes.get(key)
+
+        async def write() -> int:
+            if before is not None:
+                await asyncio.wait([before])
+            code: int = await self._retrying(key, lambda: self._write_once(key, state))
+            return code
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes[key] = task
+        task.add_done_callback(lambda t: self._writes.pop(key, None) if self._writes.get(key) is t else None)
+        return task
+
+    # -- one attempt, to the coordinator known now
+    def _coordinator_id(self, key: SharePartitionKey) -> int:
+        assert self._leader_of is not None
+        topic = self.coordinator.topic
+        if not topic.ensure_created():
+            return -1
+        return self._leader_of(TopicPartition(topic.name, self.coordinator.partition_of(key)))
+
+    async def _read_once(self, key: SharePartitionKey) -> Any:
+        node = self._coordinator_id(key)
+        if node < 0:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if node == self.node_id:
+            code = self.coordinator.check_coordinator(key)
+            return code if code != E.NONE else (E.NONE, self.coordinator.read_state(key))
+        group_id, topic_id, partition = key
+        request = ReadShareGroupStateRequest(group_id=group_id, topics=[ReadShareGroupStateRequest.ReadStateData(
+            topic_id=topic_id, partitions=[ReadShareGroupStateRequest.PartitionData(partition=partition)])])
+        response: ReadShareGroupStateResponse = await self._channel(node).request(request, RPC_VERSION,
+                                                                                  self.timeout_s)
+        result = response.results[0].partitions[0]
+        if result.error_code != E.NONE:
+            return result.error_code
+        if result.start_offset < 0:
+            return E.NONE, None
+        return E.NONE, PersistedState(result.state_epoch, result.start_offset, [
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in result.state_batches])
+
+    async def _write_once(self, key: SharePartitionKey, state: PersistedState) -> Any:
+        node = self._coordinator_id(key)
+        if node < 0:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if node == self.node_id:
+            written = self.coordinator.write_state(key, state)
+            return written if isinstance(written, int) else await written
+        group_id, topic_id, partition = key
+        W = WriteShareGroupStateRequest
+        request = W(group_id=group_id, topics=[W.WriteStateData(topic_id=topic_id, partitions=[W.PartitionData(
+            partition=partition, state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
+            start_offset=state.start_offset, state_batches=[
+                W.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
+                             delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                for b in state.batches])])])
+        response: WriteShareGroupStateResponse = await self._channel(node).request(request, RPC_VERSION,
+                                                                                   self.timeout_s)
+        return response.results[0].partitions[0].error_code
+
+    async def _retrying(self, key: SharePartitionKey, attempt: Callable[[], Awaitable[Any]]) -> Any:
+        """The attempt's answer (an error code, or a read's (NONE, state)), asked again
+        while it is retriable, until the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        while True:
+            try:
+                answer = await attempt()
+            except (TimeoutError, KafkaClientError, OSError) as e:
+                log.info("share state of %s: the coordinator did not answer (%s); retrying",
+                         coordinator_key(key), e)
+                answer = E.COORDINATOR_NOT_AVAILABLE
+                self._reset_channels()
+            if not (isinstance(answer, int) and answer in RETRIABLE):
+                return answer
+            if loop.time() >= deadline:
+                log.warning("share state of %s: no share coordinator answered in %g s (last error %d)",
+                            coordinator_key(key), self.timeout_s, answer)
+                return E.REQUEST_TIMED_OUT
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _channel(self, node: int) -> BrokerChannel:
+        channel = self._channels.get(node)
+        if channel is None:
+            endpoint_of = self._endpoint_of
+            assert endpoint_of is not None
+            channel = self._channels[node] = BrokerChannel(
+                node, lambda: endpoint_of(node), f"broker-{self.node_id}-share-persister", self._login)
+        return channel
+
+    def _reset_channels(self) -> None:
+        for channel in self._channels.values():
+            channel.reset()
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
