@@ -28,7 +28,6 @@ import uuid
 from collections.abc import Callable, Iterable
 
 from kbroker.common.error_code import ErrorCode
-from kbroker.common.errors import KafkaError
 from kbroker.coordinator import consumer_group_coordinator as cgc
 from kbroker.coordinator.consumer_group import ConsumerGroup
 from kbroker.coordinator.consumer_group_classic import ClassicMembers
@@ -45,7 +44,7 @@ from kbroker.coordinator.group_metadata import (
     SyncCallback,
     SyncResult,
 )
-from kbroker.coordinator.group_metadata_manager import GroupMetadataManager, GroupStore
+from kbroker.coordinator.group_metadata_manager import GroupMetadataManager, GroupStore, store_error
 from kbroker.coordinator.timers import Timers
 from kbroker.utils.time import Time
 
@@ -798,16 +797,3 @@ class GroupCoordinator:
         results.update({tp: code for tp in deletable})
         return E.NONE, results
 
-
-def store_error(error: BaseException) -> int:
-    """The error for a failed __consumer_offsets write, mapped as Kafka's
-    GroupMetadataManager maps its append errors (storeGroup / storeOffsets)."""
-    code = error.error_code if isinstance(error, KafkaError) else None
-    if code in (E.KAFKA_STORAGE_ERROR, E.NOT_LEADER_OR_FOLLOWER):
-        return E.NOT_COORDINATOR  # the client finds the coordinator again
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE
-    if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED, E.INVALID_TXN_STATE,
-                E.TRANSACTION_COORDINATOR_FENCED):
-        return code  # a transactional commit of a fenced producer: it must know
-    return E.COORDINATOR_NOT_AVAILABLE

@@ -24,6 +24,8 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
+from kbroker.common.error_code import ErrorCode
+from kbroker.common.errors import KafkaError
 from kbroker.coordinator import consumer_group_records as cr
 from kbroker.coordinator import group_records as gr
 from kbroker.coordinator.group_metadata import (
@@ -285,3 +287,17 @@ def _restore(group: GroupMetadata, value: gr.GroupMetadataValue, now_ms: int) ->
     else:
         group.leader_id = None
         group.state = GroupState.EMPTY
+
+
+def store_error(error: BaseException) -> int:
+    """The error for a failed __consumer_offsets write, mapped as Kafka's
+    GroupMetadataManager maps its append errors (storeGroup / storeOffsets)."""
+    code = error.error_code if isinstance(error, KafkaError) else None
+    if code in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+        return ErrorCode.NOT_COORDINATOR  # the client finds the coordinator again
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+        return code  # a transactional commit of a fenced producer: it must know
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE
