@@ -160,7 +160,8 @@ class BrokerComponents:
         self.share_groups = ShareGroups(self, lambda g: g in self.group_coordinator.groups
                                         or self.group_coordinator.consumer.is_active(g),
                                         self._partition_leader if self.clustered else None,
-                                        self._broker_endpoint)
+                                        self._broker_endpoint,
+                                        self.zk_broker.persist_group_config if self.zk_broker is not None else None)
         self.transaction_topic = TransactionTopic(self)
         txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
                                             self.transaction_topic)
@@ -290,11 +291,19 @@ class BrokerComponents:
 
     def _entity_config(self, entity_type: str, name: str, entity_config: dict[str, str]) -> None:
         """A users or clients entity's config, from ZooKeeper: a user's SCRAM credentials,
-        an entity's client quotas; or a client metrics subscription's."""
-        from kbroker.cluster.zk_data import CLIENT_METRICS_ENTITY, desanitize, quota_entity
+        an entity's client quotas; a client metrics subscription's; or a group's configs."""
+        from kbroker.cluster.zk_data import (
+            CLIENT_METRICS_ENTITY,
+            GROUP_ENTITY,
+            desanitize,
+            quota_entity,
+        )
 
         if entity_type == CLIENT_METRICS_ENTITY:
             self.client_metrics_configs.set_subscription(desanitize(name), entity_config)
+            return
+        if entity_type == GROUP_ENTITY:
+            self.share_groups.config_stored(desanitize(name), entity_config)
             return
         if entity_type == "users" and "/" not in name:
             self.scram_credentials.set_user(desanitize(name), entity_config)

@@ -422,7 +422,7 @@ class ZkBroker:
                 self.log_manager.update_topic_config(name, self._log_config(name, overrides))
             elif entity_type == "brokers":
                 self._broker_config_changed(name, await self.admin.read_config("brokers", name))
-            elif entity_type in ("users", "clients", zk_data.CLIENT_METRICS_ENTITY):
+            elif entity_type in ("users", "clients", zk_data.CLIENT_METRICS_ENTITY, zk_data.GROUP_ENTITY):
                 self._on_entity_config(entity_type, name, await self.admin.read_config(entity_type, name))
 
     # -- users and clients: SCRAM credentials in /config/users/<user>, client quotas in
@@ -431,7 +431,8 @@ class ZkBroker:
 
     async def load_entity_configs(self) -> list[tuple[str, str, dict[str, str]]]:
         """(entity type, name as in ZooKeeper, config) of every user and client entity, and
-        of every client metrics subscription (/config/client-metrics)."""
+        of every client metrics subscription (/config/client-metrics) and every group's
+        configs (/config/groups)."""
         out = []
         for user in await self.zk.get_children("/config/users"):
             out.append(("users", user, await self.admin.read_config("users", user)))
@@ -440,9 +441,9 @@ class ZkBroker:
                 out.append(("users", name, await self.admin.read_config("users", name)))
         for client in await self.zk.get_children("/config/clients"):
             out.append(("clients", client, await self.admin.read_config("clients", client)))
-        cm = zk_data.CLIENT_METRICS_ENTITY
-        for name in await self.zk.get_children(f"{zk_data.CONFIG_PATH}/{cm}"):
-            out.append((cm, name, await self.admin.read_config(cm, name)))
+        for entity_type in (zk_data.CLIENT_METRICS_ENTITY, zk_data.GROUP_ENTITY):
+            for name in await self.zk.get_children(f"{zk_data.CONFIG_PATH}/{entity_type}"):
+                out.append((entity_type, name, await self.admin.read_config(entity_type, name)))
         return out
 
     async def change_user_config(self, user: str, changes: Mapping[str, str | None]) -> None:
@@ -475,6 +476,11 @@ class ZkBroker:
         (sanitized) and a change notification; every broker applies it from its watch."""
         await self.admin.change_config(zk_data.CLIENT_METRICS_ENTITY, zk_data.sanitize(name),
                                        dict(configs))
+
+    async def persist_group_config(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """The group configs' writer in a cluster: /config/groups/<group id> (sanitized) and
+        a change notification; every broker applies it from its watch."""
+        await self.admin.change_config(zk_data.GROUP_ENTITY, zk_data.sanitize(group_id), dict(overrides))
 
 
 def _changed(config: dict[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

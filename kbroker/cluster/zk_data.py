@@ -22,6 +22,8 @@ ZooKeeper and the other way round. Paths are below the chroot of `zookeeper.conn
     /config/topics/<topic>                       {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id> and /config/brokers/<default>   the same shape, dynamic broker configs
     /config/client-metrics/<name>                the same shape, a client metrics subscription
+    /config/groups/<group id>                    the same shape, a group's configs (GROUP
+                                                 resource: share.auto.offset.reset, ...)
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                 (empty: a deletion the controller carries out)
     /admin/reassign_partitions                   {"version":1,"partitions":[{"topic":"t",
@@ -53,6 +55,8 @@ CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 # client metrics subscriptions (KIP-714): /config/client-metrics/<name, sanitized>
 CLIENT_METRICS_ENTITY = "client-metrics"
+# group configs (KIP-932's GROUP config resource): /config/groups/<group id, sanitized>
+GROUP_ENTITY = "groups"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"

@@ -1,16 +1,25 @@
-"""GroupConfigStore: the single broker's group configs (Kafka's GroupConfig, set with
+"""GroupConfigStore: the group configs (Kafka's GroupConfig, set with
 IncrementalAlterConfigs on a GROUP resource, as `kafka-configs --entity-type groups`
-does), kept in one file beside the logs:
+does), stored durably.
+
+Single broker: one file beside the logs, replaced atomically (write_atomically) at each
+change; a group with no override has no entry:
 
     group-configs.json   {"<group id>": {"<key>": "<value>", ...}, ...}
 
-replaced atomically (write_atomically) at each change; a group with no override has no
-entry. Which keys a group may have, and their checks, are GROUP_CONFIGS'
-(common/configs.py, checked by server/config_alter.py); this module only keeps them.
-Kafka keeps group configs in its KRaft metadata; a ZooKeeper cluster had none, and
-kbroker's cluster mode refuses them for now (config_alter.py).
+Cluster mode: ZooKeeper, where Kafka's ZooKeeper mode keeps entity configs:
+/config/groups/<group id, sanitized> ({"version":1,"config":{...}}), with a change
+notification under /config/changes naming `groups/<group id>` (`persist`, given by the
+wiring: ZkBroker.persist_group_config); every broker applies the changes any broker
+makes through `apply` (the share-partition leaders read share.auto.offset.reset, the
+lock duration and the isolation level from here), and loads them all at start. Kafka
+keeps group configs in its KRaft metadata; its ZooKeeper mode had none, so the znodes
+take the shape of its other entity configs.
 
-Owns: the file and the overrides in memory.
+Which keys a group may have, and their checks, are GROUP_CONFIGS' (common/configs.py,
+checked by server/config_alter.py); this module only keeps them.
+
+Owns: the file (a single broker) and the overrides in memory.
 Lock: the broker's event-loop thread (`load` runs before the loop serves anyone).
 """
 
@@ -19,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Awaitable, Callable, Mapping
 
 from kbroker.utils.atomic_file import write_atomically
 
@@ -26,10 +36,14 @@ log = logging.getLogger(__name__)
 
 GROUP_CONFIGS_FILE = "group-configs.json"
 
+# cluster mode: (group id, its overrides) -> written to ZooKeeper
+Persist = Callable[[str, Mapping[str, str]], Awaitable[None]]
+
 
 class GroupConfigStore:
-    def __init__(self, log_dir: str | None) -> None:
-        self.path = os.path.join(log_dir, GROUP_CONFIGS_FILE) if log_dir else None
+    def __init__(self, log_dir: str | None, persist: Persist | None = None) -> None:
+        self.path = os.path.join(log_dir, GROUP_CONFIGS_FILE) if log_dir and persist is None else None
+        self.persist = persist
         self.overrides: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
@@ -45,11 +59,21 @@ class GroupConfigStore:
     def get(self, group_id: str) -> dict[str, str]:
         return dict(self.overrides.get(group_id, {}))
 
-    def set(self, group_id: str, overrides: dict[str, str]) -> None:
-        """Replace the group's overrides (none: the group's entry goes)."""
-        new = {g: c for g, c in self.overrides.items() if g != group_id}
-        if overrides:
-            new[group_id] = dict(overrides)
-        if self.path is not None:
+    async def alter(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """Replace the group's overrides (checked by the caller; none: the group's entry
+        goes): stored, then applied."""
+        if self.persist is not None:
+            await self.persist(group_id, overrides)
+        elif self.path is not None:
+            new = {g: c for g, c in self.overrides.items() if g != group_id}
+            if overrides:
+                new[group_id] = dict(overrides)
             write_atomically(self.path, json.dumps(new, sort_keys=True, indent=1))
-        self.overrides = new
+        self.apply(group_id, overrides)
+
+    def apply(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """A group's overrides as stored now (cluster mode: read from ZooKeeper)."""
+        if overrides:
+            self.overrides[group_id] = dict(overrides)
+        else:
+            self.overrides.pop(group_id, None)

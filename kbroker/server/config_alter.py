@@ -17,8 +17,9 @@ IncrementalAlterConfigs (kbroker.server.broker_loggers); CLIENT_METRICS (16), on
 subscription of client metrics (KIP-714) each, are checked as Kafka's
 ClientMetricsConfigs (kbroker.telemetry.client_metrics_configs: an unknown key or a bad
 value -> INVALID_CONFIG, an empty name -> INVALID_REQUEST) and stored by
-kbroker.telemetry.client_metrics_store; a GROUP (32)'s share group keys are kept
-beside the logs (kbroker.server.group_config); other resource types -> INVALID_REQUEST.
+kbroker.telemetry.client_metrics_store; a GROUP (32)'s share group keys are checked
+by kbroker.server.group_config and stored by kbroker.metadata.group_configs (beside the
+logs; a cluster: in ZooKeeper); other resource types -> INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ async def _alter(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
         await _alter_client_metrics(services.client_metrics_configs, res, plan, validate_only)
         return
     if res.resource_type == ResourceType.GROUP:
-        _alter_group(ctx, res, plan, validate_only)
+        await _alter_group(ctx, res, plan, validate_only)
         return
     if res.resource_type != ResourceType.TOPIC:
         raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
@@ -183,11 +184,10 @@ _ABSENT = (
 )
 
 
-def _alter_group(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) -> None:
-    """A GROUP resource (server/group_config.py); a single broker's only, for now."""
+async def _alter_group(ctx: RequestContext, res: Any, plan: Planner, validate_only: bool) -> None:
+    """A GROUP resource's overrides (server/group_config.py), checked, stored (beside the
+    logs, or in ZooKeeper, from where every broker of a cluster applies them) and applied."""
     store = ctx.services.share_groups.configs
-    if store is None:
-        raise AdminError(ErrorCode.INVALID_REQUEST, "Group configs are not stored in cluster mode yet.")
     if not res.resource_name:
         raise AdminError(ErrorCode.INVALID_REQUEST, "The group name can't be empty.")
     broker = ctx.services.config
@@ -195,7 +195,7 @@ def _alter_group(ctx: RequestContext, res: Any, plan: Planner, validate_only: bo
                      Inherited(GROUP_CONFIGS, lambda name: group_config.inherited(broker, name)))
     group_config.check(broker, overrides)
     if not validate_only:
-        store.set(res.resource_name, overrides)
+        await store.alter(res.resource_name, overrides)
         log.info("group %s configs now %s", res.resource_name, overrides)
 
 

@@ -30,6 +30,7 @@ Lock: the broker's event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,14 +41,18 @@ from kbroker.coordinator.share_group import ShareGroupConfig, ShareGroupCoordina
 from kbroker.coordinator.share_partition import SharePartitionConfig
 from kbroker.coordinator.timers import Timers
 from kbroker.metadata.group_configs import GroupConfigStore
+from kbroker.metadata.group_configs import Persist as GroupConfigPersist
 from kbroker.server import group_config
 from kbroker.server.share_group_offsets import ShareGroupOffsets
 from kbroker.server.share_partition_manager import SharePartitionManager
 from kbroker.server.share_session_cache import ShareSession, ShareSessionCache
 from kbroker.server.share_state_persister import ShareStatePersister
+from kbroker.server.topic_admin import AdminError
 
 if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
 
 
 def coordinator_config(c: BrokerConfig) -> ShareGroupConfig:
@@ -58,11 +63,13 @@ def coordinator_config(c: BrokerConfig) -> ShareGroupConfig:
 class ShareGroups:
     def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool],
                  leader_of: Callable[[TopicPartition], int] | None = None,
-                 endpoint_of: Callable[[int], tuple[str, int] | None] | None = None) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None] | None = None,
+                 persist_configs: GroupConfigPersist | None = None) -> None:
         config = broker.config
         self.broker = broker
-        # a GROUP resource's configs (a single broker's: cluster mode has none yet)
-        self.configs = None if broker.clustered else GroupConfigStore(config.log_dirs[0])
+        # the GROUP resources' configs: beside the logs, or in a cluster ZooKeeper's
+        # /config/groups (persist_configs: ZkBroker.persist_group_config)
+        self.configs = GroupConfigStore(None if broker.clustered else config.log_dirs[0], persist_configs)
         self.timers = Timers(broker.time)
         self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active)
         self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
@@ -78,8 +85,18 @@ class ShareGroups:
 
     def group_config(self, group_id: str) -> dict[str, Any]:
         """The group's configs, typed (server/group_config.py)."""
-        overrides = self.configs.get(group_id) if self.configs is not None else {}
-        return group_config.effective(self.broker.config, overrides)
+        return group_config.effective(self.broker.config, self.configs.get(group_id))
+
+    def config_stored(self, group_id: str, overrides: dict[str, str]) -> None:
+        """A group's overrides as ZooKeeper holds them now (a cluster: read at start and
+        at each change notification); ones this broker would refuse are logged, not
+        taken (the group keeps what it had)."""
+        try:
+            group_config.check(self.broker.config, overrides)
+        except AdminError as e:
+            log.warning("group %s: ignoring invalid group configs %s: %s", group_id, overrides, e.message)
+            return
+        self.configs.apply(group_id, overrides)
 
     def partition_config(self, group_id: str) -> SharePartitionConfig:
         c = self.broker.config
@@ -101,8 +118,7 @@ class ShareGroups:
             self.timers.loop = asyncio.get_running_loop()
         except RuntimeError:
             pass
-        if self.configs is not None:
-            self.configs.load()
+        self.configs.load()
         if self.broker.clustered:
             return  # the share coordinator loads what it leads (on_elected)
         self.state.load()

@@ -19,8 +19,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbroker.client.connection import BrokerConnection, KafkaClientError
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
+from kbroker.protocol.messages.describe_configs import DescribeConfigsRequest
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from kbroker.server.config_describe import ResourceType
+from tests.integration.groups_support import set_group_configs
 
 DEADLINE_S = 60.0
 
@@ -223,3 +226,29 @@ def read_partition(cluster: Cluster, topic: str, partition: int = 0, expect: int
 def leaders(cluster: Cluster, topic: str, partitions: int) -> Iterator[int]:
     for p in range(partitions):
         yield wait_for_leader(cluster, topic, p).leader
+
+
+def described(cluster: Cluster, broker_id: int, group: str) -> dict[str, tuple[str, int]]:
+    """The group's configs as one broker answers DescribeConfigs: name -> (value, source)."""
+    r = ask(cluster, broker_id, DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=ResourceType.GROUP, resource_name=group, configuration_keys=None)]), 4)
+    if r is None:
+        return {}
+    result = r.results[0]
+    assert result.error_code == 0, result.error_message
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+def shows(cluster: Cluster, broker_id: int, group: str, value: str) -> bool:
+    """Whether the broker describes the group's share.auto.offset.reset as `value`."""
+    return described(cluster, broker_id, group).get("share.auto.offset.reset", (None, 0))[0] == value
+
+
+def start_at_earliest(cluster: Cluster, group: str) -> None:
+    """The group's share.auto.offset.reset set to earliest (IncrementalAlterConfigs through
+    confluent-kafka), once every running broker describes it so."""
+    set_group_configs(cluster.bootstrap_servers, group, **{"share.auto.offset.reset": "earliest"})
+    for b, broker in cluster.brokers.items():
+        if broker.is_running():
+            wait_until(lambda b=b: shows(cluster, b, group, "earliest"),
+                       f"broker {b} to see the group config")

@@ -10,9 +10,9 @@ in the end.
 Members acknowledge explicitly and commit after each poll (`commit_sync`: a
 ShareAcknowledge per partition, answered once the share coordinator replicated the
 state): a record counts as accepted only once its partition's acknowledgement answered
-without error. Group configs are not in cluster mode (the GROUP resource is the single
-broker's), so groups start at `latest`: each partition is warmed (records produced until
-one arrives) before the records counted. The failover time is printed, never asserted."""
+without error. Each group starts at `earliest` (its GROUP config, set before its members
+join, seen by every broker), so every record produced counts. The failover time is
+printed, never asserted."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from .support import (
     group_coordinator,
     metadata,
     new_cluster,
+    start_at_earliest,
     wait_for_isr,
     wait_for_leader,
     wait_until,
@@ -141,19 +142,6 @@ class Group:
             m.close()
 
 
-def warm(cluster: Cluster, group: Group, topic: str, partitions: int) -> None:
-    """Until each partition delivered a record: its share partition is initialized (at the
-    log end, `latest`), so every record produced from now on is the group's."""
-    def more() -> None:
-        produce(cluster.bootstrap_servers, topic, [(p, f"warm-{p}-{uuid.uuid4().hex[:6]}")
-                                                   for p in range(partitions)], acks="all")
-
-    def warmed() -> bool:
-        return {int(v.split("-")[1]) for v in group.values() if v.startswith("warm-")} == set(range(partitions))
-    more()
-    group.poll_until(warmed, between=lambda: None if warmed() else more())
-
-
 def topic_id(cluster: Cluster, topic: str) -> uuid.UUID:
     md = metadata(cluster, topics=[topic])
     assert md is not None
@@ -190,6 +178,7 @@ def roles_apart(cluster: Cluster, topic: str) -> tuple[str, dict[str, int]]:
 def test_two_members_get_disjoint_records(cluster: Cluster) -> None:
     topic = "shared3"
     create_topic(cluster, topic, 3, rf=3)
+    start_at_earliest(cluster, "sg-disjoint")
     group = Group(cluster, "sg-disjoint", topic, 2)
     sent: list[str] = []
 
@@ -199,7 +188,6 @@ def test_two_members_get_disjoint_records(cluster: Cluster) -> None:
             produce(cluster.bootstrap_servers, topic, batch, acks="all")
             sent.extend(v for _, v in batch)
     try:
-        warm(cluster, group, topic, 3)
         more()
         group.poll_until(lambda: all(any(v.startswith("r-") for v, _ in m.delivered) for m in group.members),
                          between=more)
@@ -215,13 +203,13 @@ def test_two_members_get_disjoint_records(cluster: Cluster) -> None:
 
 
 def streaming(cluster: Cluster, topic: str) -> tuple[Group, dict[str, int], list[str]]:
-    """A one-partition topic whose group has its three roles on three brokers, one member
-    warmed, then 3000 records produced (acks=all, replicated to all three)."""
+    """A one-partition topic whose group has its three roles on three brokers and starts
+    at `earliest`, one member, then 3000 records produced (acks=all, replicated to all three)."""
     create_topic(cluster, topic, 1, rf=3)
     group_id, roles = roles_apart(cluster, topic)
+    start_at_earliest(cluster, group_id)
     group = Group(cluster, group_id, topic, 1)
     try:
-        warm(cluster, group, topic, 1)
         sent = [f"d-{i}" for i in range(3000)]
         produce(cluster.bootstrap_servers, topic, [(0, v) for v in sent], acks="all")
         wait_for_isr(cluster, topic, 0, {1, 2, 3})

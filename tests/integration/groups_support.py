@@ -7,6 +7,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 
 def produce(bootstrap: str, topic: str, values: Iterable[tuple[int, str]], **conf: Any) -> None:
@@ -116,3 +123,12 @@ def read_to(members: list[Member], topic: str, ends: dict[int, int]) -> bool:
             if any(tp.offset < ends[tp.partition] for tp in tps):
                 return False
     return set().union(*(m.assignment for m in live)) >= set(ends) if live else not ends
+
+
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    """IncrementalAlterConfigs SET on the GROUP resource."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                  incremental_configs=entries)]).values():
+        future.result(30)

@@ -19,19 +19,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
 from kbroker.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest
 
-from .groups_support import produce
+from .groups_support import produce, set_group_configs
 from .wire import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -58,15 +51,6 @@ def setup(bootstrap: str, topic: str, group: str, **group_configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # held while its future runs
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     set_group_configs(bootstrap, group, **{"share.auto.offset.reset": "earliest", **group_configs})
-
-
-def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
-    """IncrementalAlterConfigs SET on the GROUP resource."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
-                                                                  incremental_configs=entries)]).values():
-        future.result(30)
 
 
 Ack = Callable[[Any], "AcknowledgeType | None"]

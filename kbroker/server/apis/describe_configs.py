@@ -115,7 +115,7 @@ def _describe(
         return broker_loggers.describe(keys)
     if res.resource_type == ResourceType.CLIENT_METRICS:
         return _client_metrics(ctx, res.resource_name, keys, docs)
-    if res.resource_type == ResourceType.GROUP and services.share_groups.configs is not None:
+    if res.resource_type == ResourceType.GROUP:
         return group_config.describe(services.config, services.share_groups.configs.get(res.resource_name),
                                      keys, docs)
     raise AdminError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}.")
