@@ -257,6 +257,28 @@ def test_a_dead_brokers_leaderships_move_to_another_isr_member_and_it_leaves_the
     run(scenario)
 
 
+def test_a_state_write_whose_answer_was_lost_counts_as_written_and_the_brokers_are_told() -> None:
+    """ZooKeeper committed the controller's write, then the connection dropped before the
+    answer (ConnectionLoss). The state read back is the one written: the brokers must
+    hear of it, or the leader stays at the old leader epoch while ZooKeeper has the new
+    one, and every AlterPartition it sends is refused with FENCED_LEADER_EPOCH."""
+    async def scenario(cluster: Cluster) -> None:
+        await three_brokers(cluster)
+        cluster.channels[1].take()
+        cluster.sessions[1].lost_answers = 1
+        cluster.kill(2)
+        await cluster.idle()
+        assert cluster.sessions[1].lost_answers == 0
+        assert cluster.state(T1) == LeaderAndIsr(3, 1, (3, 1), 1, 1)
+        assert cluster.state(T0) == LeaderAndIsr(1, 1, (1, 3), 1, 1)
+        sent = cluster.channels[1].take()
+        told = {(s.broker_id, ps.topic_name, p.partition_index, p.leader, p.leader_epoch)
+                for s in FakeChannels.leader_and_isr(sent)
+                for ps in s.request.topic_states for p in ps.partition_states}
+        assert told == {(1, "t", 0, 1, 1), (3, "t", 0, 1, 1), (1, "t", 1, 3, 1), (3, "t", 1, 3, 1)}
+    run(scenario)
+
+
 @pytest.mark.parametrize(("unclean", "after"), [
     (False, (zk_data.NO_LEADER, 6, (2,))),  # offline: the ISR keeps its last member
     (True, (3, 6, (3,))),  # a live replica outside the ISR leads alone
