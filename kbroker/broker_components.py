@@ -256,7 +256,8 @@ class BrokerComponents:
 
     async def connect_cluster(self) -> None:
         """Cluster mode, before anything else: ZooKeeper, the cluster id, meta.properties,
-        the dynamic configs, the SCRAM credentials, client quotas and ACLs."""
+        the dynamic configs, the topics' configs, the SCRAM credentials, client quotas
+        and ACLs."""
         from kbroker.metadata.meta_properties import read_meta_properties
 
         zk_broker = self.zk_broker
@@ -269,6 +270,7 @@ class BrokerComponents:
         dynamic = await zk_broker.load_dynamic_configs()
         if dynamic is not None:
             self.apply_broker_config(dynamic)
+        await zk_broker.load_topic_configs()  # before load_logs: each log gets its topic's
         for entity_type, name, entity_config in await zk_broker.load_entity_configs():
             self._entity_config(entity_type, name, entity_config)
         if self.authorizer is not None and self.acl_store is not None:

@@ -12,7 +12,9 @@ would otherwise put back into the ISR a replica that restarted empty meanwhile).
 
 A network error or an answer without a per-partition verdict (NOT_CONTROLLER: the
 controller moved) is retried after RETRY_BACKOFF_S. A proposal's future resolves to the
-state the controller wrote, or fails with the error it answered.
+state the controller wrote, or fails with the error it answered; any other failure
+fails it too, never leaves it unresolved (its Partition proposes nothing else until it
+resolves).
 
 Lock: the broker's event-loop thread.
 """
@@ -108,7 +110,20 @@ class AlterPartitionManager:
                 self._queued = [p for p in proposals.values() if not p.future.done()] + self._queued
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
-            self._apply(proposals, response)
+            except Exception as e:
+                # Not a network error nor an answer: fail the proposals rather than let this
+                # task die with them, which would leave each Partition's pending ISR waiting
+                # forever (no other change proposed, no expansion)
+                log.exception("AlterPartition failed")
+                for p in proposals.values():
+                    p.fail(KafkaError(f"AlterPartition failed: {e!r}"))
+                continue
+            try:
+                self._apply(proposals, response)
+            except Exception as e:
+                log.exception("AlterPartition: cannot apply the controller's answer")
+                for p in proposals.values():
+                    p.fail(KafkaError(f"AlterPartition answer not applied: {e!r}"))
 
     def _current(self, proposals: list[IsrProposal]) -> dict[TopicPartition, IsrProposal]:
         """The latest proposal per partition, if its partition has not moved on; the others

@@ -5,7 +5,8 @@ Start, in order:
   1. connect to ZooKeeper (a clear error naming the address after
      zookeeper.connection.timeout.ms), create the chroot and Kafka's persistent paths;
   2. agree on the cluster id (/cluster/id; the log dirs' meta.properties must match it);
-  3. load topic configs (/config/topics) and watch /config/changes for later ones;
+  3. load topic configs (/config/topics: before the logs are opened, and again once the
+     listeners are bound) and watch /config/changes for later ones;
   4. register /brokers/ids/<id> (ephemeral; its czxid is the broker epoch). A znode left
      by this broker's previous life (a SIGKILL) stays until that session expires: the
      start waits for it rather than failing;
@@ -182,7 +183,7 @@ class ZkBroker:
     async def start(self, endpoints: list[tuple[str, str, int]]) -> None:
         """Steps 3-5, once the listeners are bound: `endpoints` are (listener, host, port)."""
         self._endpoints = endpoints
-        await self._load_configs()
+        await self.load_topic_configs()
         self.zk.watch_children(zk_data.CONFIG_CHANGES_PATH, self._config_changes)
         await self._register()
         self.zk.register_state_change_handler(StateChangeHandler(
@@ -389,12 +390,15 @@ class ZkBroker:
         for entity in (DEFAULT_ENTITY, str(self.broker_id)):
             self.dynamic.set_layer(entity, await self.admin.read_config("brokers", entity))
 
-    async def _load_configs(self) -> None:
+    async def load_topic_configs(self) -> None:
+        """Every topic's overrides from ZooKeeper (/config/topics), into the metadata and
+        the LogManager: before the broker opens its logs, so each is loaded with its
+        topic's config (as Kafka's LogManager gets the overrides when it is made), and
+        again at start (what changed meanwhile), applied to the logs already open."""
         for topic in await self.zk.get_children("/config/topics"):
             overrides = await self.admin.read_config("topics", topic)
             self.metadata.set_topic_config(topic, overrides)
-            config = self._log_config(topic, overrides)
-            self.log_manager.topic_configs[topic] = config
+            self.log_manager.update_topic_config(topic, self._log_config(topic, overrides))
 
     def _config_changes(self, children: list[str]) -> None:
         self._spawn(self._read_config_changes(children))

@@ -23,7 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 from kazoo.protocol.states import ZnodeStat
 
 from kbroker.cluster.zk_data import BrokerRegistration
@@ -160,6 +166,9 @@ class FakeZkClient:
     zk: FakeZooKeeper
     session: int
     connection_timeout_ms: int = 1000
+    # the next this many multis are applied, then answer ConnectionLoss (the connection
+    # dropped after the server committed them)
+    lost_answers: int = 0
 
     @property
     def session_id(self) -> int:
@@ -198,7 +207,11 @@ class FakeZkClient:
             await self.delete(path)
 
     async def multi(self, ops: Sequence[tuple[Any, ...]]) -> list[Any]:
-        return self.zk.apply(ops, self.session)
+        results = self.zk.apply(ops, self.session)
+        if self.lost_answers > 0:
+            self.lost_answers -= 1
+            raise ConnectionLoss()
+        return results
 
     def watch_children(self, path: str, callback: ChildrenCallback) -> None:
         self.zk.watch_children(path, callback)

@@ -109,3 +109,38 @@ def test_a_proposal_carries_the_epochs_it_was_computed_from_and_survives_retries
     assert controller.sent == [(4, 9, [1, 2])]
     assert controller.resets == 2
     assert (result.leader_epoch, result.isr, result.partition_epoch) == (4, (1, 2), 10)
+
+
+class BrokenController(ScriptedController):
+    """Its first answer cannot be read (an error no handler expects), then it accepts."""
+
+    def __init__(self) -> None:
+        super().__init__(unreachable=0)
+        self.broken = 1
+
+    async def request(self, req: AlterPartitionRequest, version: int, timeout_s: float) -> Any:
+        if self.broken > 0:
+            self.broken -= 1
+            raise ValueError("an answer nobody expected")
+        return await super().request(req, version, timeout_s)
+
+
+async def after_a_broken_answer(controller: BrokenController) -> tuple[Any, PartitionState]:
+    manager = AlterPartitionManager(1, lambda: controller, lambda: 7, 1.0)  # type: ignore[arg-type,return-value]
+    partition = Partition(TP, 1, StubLog(), lambda: 0)  # type: ignore[arg-type]
+    partition.make_leader(leader(0, (1, 2, 3), 0))
+    first = manager.submit(partition, (1, 2))
+    await asyncio.wait([first], timeout=10)
+    second = await asyncio.wait_for(manager.submit(partition, (1, 2)), 10)
+    manager.shutdown()
+    return first, second
+
+
+def test_a_proposal_whose_answer_cannot_be_read_fails_and_the_next_goes_out() -> None:
+    """Whatever goes wrong, a proposal resolves: one left unresolved keeps its Partition's
+    pending ISR set, and the leader proposes no ISR change again."""
+    controller = BrokenController()
+    first, second = asyncio.run(after_a_broken_answer(controller))
+    assert first.done() and isinstance(first.exception(), KafkaError)
+    assert controller.sent == [(0, 0, [1, 2])]
+    assert (second.isr, second.partition_epoch) == ((1, 2), 1)

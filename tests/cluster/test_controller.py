@@ -17,6 +17,7 @@ import pytest
 from kbroker.cluster import zk_data
 from kbroker.cluster.controller.controller import ControllerConfig, KafkaController
 from kbroker.cluster.controller.events import PREFERRED
+from kbroker.cluster.controller.partition_state_machine import ControllerMovedError
 from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
@@ -65,6 +66,16 @@ class Cluster:
         self.channels[broker_id] = channels
         controller.startup()
         return controller
+
+    def take_over(self, broker_id: int) -> None:
+        """`broker_id` wins a later election: /controller goes and comes back naming it,
+        the epoch moves (no controller of it runs)."""
+        epoch = self.zk.read(zk_data.CONTROLLER_EPOCH_PATH)
+        assert epoch is not None
+        self.zk.apply([("delete", zk_data.CONTROLLER_PATH, -1)])
+        self.zk.apply([("create", zk_data.CONTROLLER_PATH, zk_data.encode_controller(broker_id, 0), True),
+                       ("set", zk_data.CONTROLLER_EPOCH_PATH, str(int(epoch[0]) + 1).encode(),
+                        epoch[1].version)], self.sessions[broker_id].session)
 
     def create_topic(self, topic: str, replicas: dict[int, list[int]],
                      states: dict[int, LeaderAndIsr] | None = None) -> None:
@@ -164,13 +175,7 @@ def test_a_controller_resigns_when_controller_names_another_broker() -> None:
         controller = await three_brokers(cluster)
         channels = cluster.channels[1]
         assert channels.brokers
-        # broker 2 wins a later election (the znode went and came back, the epoch moved)
-        epoch = cluster.zk.read(zk_data.CONTROLLER_EPOCH_PATH)
-        assert epoch is not None
-        cluster.zk.apply([("delete", zk_data.CONTROLLER_PATH, -1)])
-        cluster.zk.apply([("create", zk_data.CONTROLLER_PATH, zk_data.encode_controller(2, 0), True),
-                          ("set", zk_data.CONTROLLER_EPOCH_PATH, b"2", epoch[1].version)],
-                         cluster.sessions[2].session)
+        cluster.take_over(2)
         await cluster.idle()
         assert not controller.active and controller.active_controller_id == 2
         assert controller.ctx.states == {} and not channels.brokers
@@ -189,6 +194,37 @@ def test_a_write_after_another_controller_took_over_fails_and_the_controller_res
         assert refused.value.error_code == ErrorCode.NOT_CONTROLLER
         assert not controller.active
         assert cluster.state(T0) == before
+    run(scenario)
+
+
+def test_events_queued_before_a_resignation_are_not_processed_by_the_resigned_controller() -> None:
+    """A broker change and a new topic seen while broker 1 still led, queued behind the
+    ControllerChange that makes it resign: the resigned controller, its context reset,
+    must neither write partition states (with controller epoch 0, past an epoch check
+    that no longer holds) nor send requests (Kafka: each event's process() returns at
+    once when the broker is not the active controller). A zombie's write moved leader
+    epochs under the real controller, whose LeaderAndIsr the leaders then never got:
+    ISRs stuck at one replica (test_random_faults)."""
+    async def scenario(cluster: Cluster) -> None:
+        controller = await three_brokers(cluster)
+        before = {tp: cluster.state(tp) for tp in (T0, T1)}
+        channels = cluster.channels[1]
+        sent = len(channels.sent)
+        cluster.take_over(2)
+        cluster.kill(3)  # BrokerChange, queued while broker 1 is still active
+        cluster.create_topic("t2", {0: [1, 2]})  # TopicChange, likewise
+        await cluster.idle()
+        assert not controller.active and controller.active_controller_id == 2
+        assert {tp: cluster.state(tp) for tp in (T0, T1)} == before
+        assert cluster.zk.read(zk_data.partition_state_path("t2", 0)) is None
+        assert channels.sent[sent:] == []
+        assert controller.ctx.states == {} and controller.ctx.brokers == {}
+        # and whatever would still try is fenced: a reset context's epoch check matches no
+        # /controller_epoch (ZooKeeper's -1 would match any)
+        with pytest.raises(ControllerMovedError):
+            await controller.partition_states.write_states(
+                {TopicPartition("t2", 0): LeaderAndIsr(1, 0, (1, 2), 0)})
+        assert cluster.zk.read(zk_data.partition_state_path("t2", 0)) is None
     run(scenario)
 
 
@@ -218,6 +254,28 @@ def test_a_dead_brokers_leaderships_move_to_another_isr_member_and_it_leaves_the
                 for s in FakeChannels.leader_and_isr(sent)
                 for ps in s.request.topic_states for p in ps.partition_states}
         assert told == {(1, "t", 0, 1), (3, "t", 0, 1), (1, "t", 1, 3), (3, "t", 1, 3)}
+    run(scenario)
+
+
+def test_a_state_write_whose_answer_was_lost_counts_as_written_and_the_brokers_are_told() -> None:
+    """ZooKeeper committed the controller's write, then the connection dropped before the
+    answer (ConnectionLoss). The state read back is the one written: the brokers must
+    hear of it, or the leader stays at the old leader epoch while ZooKeeper has the new
+    one, and every AlterPartition it sends is refused with FENCED_LEADER_EPOCH."""
+    async def scenario(cluster: Cluster) -> None:
+        await three_brokers(cluster)
+        cluster.channels[1].take()
+        cluster.sessions[1].lost_answers = 1
+        cluster.kill(2)
+        await cluster.idle()
+        assert cluster.sessions[1].lost_answers == 0
+        assert cluster.state(T1) == LeaderAndIsr(3, 1, (3, 1), 1, 1)
+        assert cluster.state(T0) == LeaderAndIsr(1, 1, (1, 3), 1, 1)
+        sent = cluster.channels[1].take()
+        told = {(s.broker_id, ps.topic_name, p.partition_index, p.leader, p.leader_epoch)
+                for s in FakeChannels.leader_and_isr(sent)
+                for ps in s.request.topic_states for p in ps.partition_states}
+        assert told == {(1, "t", 0, 1, 1), (3, "t", 0, 1, 1), (1, "t", 1, 3, 1), (3, "t", 1, 3, 1)}
     run(scenario)
 
 

@@ -68,6 +68,7 @@ TOPIC = "faults"
 PARTITIONS = 4
 BROKERS = (1, 2, 3)
 SETTLE_S = 120.0
+LOG_TAIL_LINES = 150  # of each broker's log, printed when the test fails
 OVERRIDES = {
     "replica.lag.time.max.ms": "4000",
     "replica.socket.timeout.ms": "5000",
@@ -179,6 +180,15 @@ def describe(cluster: Cluster) -> str:
     return "\n".join(lines)
 
 
+def print_log_tails(cluster: Cluster, lines: int = LOG_TAIL_LINES) -> None:
+    """The end of each broker's log, into the test's captured output: a failed CI run's
+    temporary directory (the whole logs) is gone by the time anyone reads the report."""
+    for b, proc in cluster.brokers.items():
+        tail = proc.output().splitlines()[-lines:]
+        print(f"---- broker {b}: the last {len(tail)} lines of {proc.log_path} ----")
+        print("\n".join(tail))
+
+
 def replicas_agree(cluster: Cluster) -> str | None:
     problems = []
     for p in range(PARTITIONS):
@@ -235,6 +245,7 @@ def _run(seed: int, fault_seconds: float, network: Network | None, tmp_path: Pat
         except BaseException as e:
             e.add_note(f"workload: {workload.describe()}; faults: {schedule.log}\n"
                        f"{describe(cluster)}")
+            print_log_tails(cluster)
             raise
         finally:
             seen = observer.stop()

@@ -162,6 +162,34 @@ def test_min_insync_replicas_refuses_acks_all_before_the_append(cluster: Cluster
     wait_for_isr(cluster, "safe", 0, set(view.replicas))
 
 
+def test_a_restarted_broker_keeps_the_topics_min_insync_replicas(cluster: Cluster) -> None:
+    """A broker loads its logs from disk before it reads the topics' configs from
+    ZooKeeper: those logs must get their topic's overrides too, or a restarted leader
+    alone in the ISR takes acks=all writes that min.insync.replicas=2 refuses (found by
+    test_random_faults: records acknowledged with an ISR of one)."""
+    create_topic(cluster, "kept", partitions=1, rf=3, config={"min.insync.replicas": "2"})
+    view = wait_for_leader(cluster, "kept")
+    restarted = view.leader
+    cluster.stop_broker(restarted)
+    cluster.restart(restarted)
+    wait_for_isr(cluster, "kept", 0, set(view.replicas))
+    others = [b for b in view.replicas if b != restarted]
+    for b in others:
+        cluster.stop_broker(b)
+    wait_for_isr(cluster, "kept", 0, {restarted})
+    assert wait_for_leader(cluster, "kept").leader == restarted
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": cluster.brokers[restarted].bootstrap, "acks": "all",
+                         "message.timeout.ms": 3000, "retries": 0})
+    producer.produce("kept", b"x", partition=0,
+                     on_delivery=lambda err, _m: errors.append(err) if err else None)
+    producer.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.NOT_ENOUGH_REPLICAS]
+    for b in others:
+        cluster.restart(b, wait=False)
+    wait_for_isr(cluster, "kept", 0, set(view.replicas))
+
+
 def test_unclean_election_is_off_and_the_data_comes_back_with_the_old_leader(cluster: Cluster) -> None:
     create_topic(cluster, "keep", partitions=1, rf=2)
     view = wait_for_leader(cluster, "keep")

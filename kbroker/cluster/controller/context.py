@@ -21,20 +21,25 @@ from dataclasses import dataclass, field
 from kbroker.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
 from kbroker.common.topic_partition import TopicPartition
 
+# The epoch's zk version of a broker that is not the controller: no /controller_epoch
+# has it, so every write guarded by it fails (ZooKeeper's -1 would match any version
+# and let a resigned controller's write through).
+NO_EPOCH_ZK_VERSION = -2
+
 
 @dataclass
 class ControllerContext:
     controller_id: int
     listener: str
     epoch: int = 0
-    epoch_zk_version: int = -1
+    epoch_zk_version: int = NO_EPOCH_ZK_VERSION
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     deleted_topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
 
-    def reset(self, epoch: int = 0, epoch_zk_version: int = -1) -> None:
+    def reset(self, epoch: int = 0, epoch_zk_version: int = NO_EPOCH_ZK_VERSION) -> None:
         """Forget everything: a new term as controller (epoch > 0), or none."""
         self.epoch, self.epoch_zk_version = epoch, epoch_zk_version
         self.brokers = {}

@@ -16,7 +16,8 @@ Events run one at a time from a queue (Kafka's ControllerEventManager), each a t
 event (events.py): ZooKeeper watches (brokers, topics, partition changes, deletions,
 reassignments, preferred elections) and broker requests (ControlledShutdown,
 AlterPartition, ElectLeaders, partition reassignments) all become events, so state
-changes never interleave. The requests come through the public methods
+changes never interleave. Only ControllerChange runs on a broker that is not the active
+controller: an event queued before it resigned is dropped when its turn comes. The requests come through the public methods
 (alter_partition, controlled_shutdown, elect_leaders, alter_partition_reassignments),
 each enqueueing its event and awaiting its result; NOT_CONTROLLER on a broker that is
 not the active controller.
@@ -242,6 +243,14 @@ class KafkaController:
                 self._queue.task_done()
 
     async def _process_one(self, event: ControllerEvent, fut: asyncio.Future[Any] | None) -> None:
+        if fut is None and not self.active and not isinstance(event, ControllerChange):
+            # Queued while this broker was the controller, taken up after it resigned (a
+            # ControllerChange ahead of it, or a write that found the epoch moved): Kafka's
+            # process() returns at once when not active. Processed, it would act on a reset
+            # context, electing and writing with controller epoch 0.
+            log.info("controller %d: not the controller; ignoring %s", self.broker_id,
+                     type(event).__name__)
+            return
         try:
             if fut is not None:
                 self._require_active()

@@ -6,8 +6,11 @@ Owns the partition states' znodes (/brokers/topics/<t>/partitions/<p>/state): ev
 write is version-checked against the state the context holds (its zk version, Kafka's
 partition epoch) and guarded by the controller epoch (a multi with a check of
 /controller_epoch's version); a failed epoch check raises ControllerMovedError (another
-broker is the controller), any other failure re-reads the state. What it writes goes
-into the context's `states`; the requests telling brokers go into the caller's
+broker is the controller), any other failure re-reads the state. A write whose outcome
+is unknown (the connection dropped before the answer) and whose state is read back
+counts as done (ZooKeeper committed it), so the brokers are told of it; else the
+partition is not written (another writer's state: a version check failed). What it
+writes goes into the context's `states`; the requests telling brokers go into the caller's
 RequestBatch.
 
   elect_where_needed  new partitions (no state): leader = the first live replica, ISR =
@@ -83,10 +86,16 @@ class PartitionStateMachine:
                 if isinstance(r, ControllerMovedError):
                     raise r
                 if isinstance(r, BaseException):
-                    log.warning("controller: writing the state of %s failed: %r", tp, r)
                     fresh = await self.read_state(tp)
                     if fresh is not None:
                         self.ctx.states[tp] = fresh
+                        if not isinstance(r, BadVersionError) and _same_state(fresh, _s):
+                            # committed, then the answer was lost (ConnectionLoss): ours
+                            log.info("controller: the state of %s was written (%r lost the "
+                                     "answer)", tp, r)
+                            written[tp] = fresh
+                            continue
+                    log.warning("controller: writing the state of %s failed: %r", tp, r)
                     continue
                 written[tp] = r
                 self.ctx.states[tp] = r
@@ -181,3 +190,9 @@ class PartitionStateMachine:
         written = await self.write_states(shrink)
         for tp in written:
             batch.add_leader_and_isr(ctx.live_replicas(tp), tp)
+
+
+def _same_state(a: LeaderAndIsr, b: LeaderAndIsr) -> bool:
+    """The same state, whatever its zk version: a write read back."""
+    return (a.leader, a.leader_epoch, a.isr, a.controller_epoch) == (
+        b.leader, b.leader_epoch, b.isr, b.controller_epoch)
