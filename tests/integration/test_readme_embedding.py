@@ -4,11 +4,8 @@ line at exit; a record acks=all could not place would be left in the producer's 
 which librdkafka reports when it is destroyed). The Cluster snippet kills a broker, and
 librdkafka's lines about that broker's connection are all it may print.
 
-One line is librdkafka's own and expected: kbroker answers GetTelemetrySubscriptions
-(client metrics, KIP-714, docs/client-metrics.md), so each client logs at INFO the
-instance id the broker gave it ("GETSUBSCRIPTIONS ... Telemetry client instance id
-changed from AAAAAAAAAAAAAAAAAAAAAA to ..."), as it does against any Kafka with client
-metrics on; `run_snippet` drops it."""
+One line is librdkafka's own and expected, its telemetry instance id
+(tests/librdkafka_lines.py); `run_snippet` drops it."""
 
 from __future__ import annotations
 
@@ -18,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.librdkafka_lines import without_telemetry_instance_ids
 
 from .conftest import ROOT
 
@@ -29,12 +28,6 @@ def readme_snippet(marker: str) -> str:
     return next(b for b in blocks if marker in b)
 
 
-# librdkafka's INFO line at its first GetTelemetrySubscriptions answer
-TELEMETRY_INSTANCE_ID = re.compile(
-    r"%6\|[\d.]+\|GETSUBSCRIPTIONS\|rdkafka#[\w-]+\| \[thrd:main\]: Telemetry client instance "
-    r"id changed from A{22} to [A-Za-z0-9+/]{22}\n")
-
-
 def run_snippet(code: str, cwd: Path, timeout: float) -> str:
     """The snippet's stderr, less librdkafka's line of its telemetry instance id (see the
     module docstring); it printed nothing on stdout and exited 0."""
@@ -43,7 +36,7 @@ def run_snippet(code: str, cwd: Path, timeout: float) -> str:
                           text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    return TELEMETRY_INSTANCE_ID.sub("", done.stderr)
+    return without_telemetry_instance_ids(done.stderr)
 
 
 def test_the_readme_embedding_snippet_runs_silently(tmp_path: Path) -> None:
