@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kbroker.client import ConnectionSecurity
+from kbroker.client.connection import KafkaClientError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 EXIT_BROKER_ERROR = 1
@@ -104,9 +105,7 @@ def explain_transport_failure(tool: str, e: BaseException, args: argparse.Namesp
     which, and that --command-config sets them."""
     if args.command_config is not None:
         return
-    code = getattr(e, "error_code", None)
-    if code is None:
-        code = error_code(e)
+    code = e.error_code if isinstance(e, KafkaClientError) else error_code(e)
     if code not in _TRANSPORT_CODES and not isinstance(e, TimeoutError):  # a future's wait
         return
     from kbroker.tools.listener_probe import hint, needed_protocol

@@ -236,7 +236,9 @@ def test_describe_configs_filters_and_broker_resources(wire: WireClient, broker:
     assert (default.error_code, default.configs) == (ErrorCode.NONE, [])
     # CLIENT_METRICS: a subscription that does not exist has no configs (Kafka's ConfigHelper)
     assert (metrics.error_code, metrics.configs) == (ErrorCode.NONE, [])
-    assert group.error_code == ErrorCode.INVALID_REQUEST  # GROUP: not supported
+    # GROUP (KIP-848/932 group configs): a group with none set shows the defaults
+    assert group.error_code == ErrorCode.NONE
+    assert "share.auto.offset.reset" in {c.name for c in group.configs}
 
 
 def test_describe_configs_documentation_and_types_are_the_tables(wire: WireClient) -> None:

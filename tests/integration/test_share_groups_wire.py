@@ -190,3 +190,22 @@ def test_a_changed_group_lock_duration_applies_to_the_next_fetch(kbroker_broker:
         produce(bootstrap, topic, [(0, "a")])
         r = share_fetch(c, group, 1)
         assert (r.acquisition_lock_timeout_ms, acquired(r)) == (20000, [(0, 0, 1)])
+
+
+def test_a_share_fetch_takes_max_records_across_small_batches(kbroker_broker: Any) -> None:
+    """A batch of one record, then one of nine: a ShareFetch of max_records 4 acquires
+    offsets 0-3 across both (the log read used to stop at the first batch whenever the
+    sparse offset index had no entry between, handing small batches out one at a time)."""
+    group, topic = f"sg-{uuid.uuid4().hex[:6]}", f"st-{uuid.uuid4().hex[:6]}"
+    bootstrap = kbroker_broker.bootstrap_servers
+    with WireClient(bootstrap) as c:
+        tid = topic_info(c, topic).topic_id
+        assert heartbeat(c, group, topic).error_code == E.NONE
+        first = share_fetch(c, group, 0, tid)  # the session; the partition starts at its end
+        assert (first.error_code, acquired(first)) == (E.NONE, [])
+        produce(bootstrap, topic, [(0, "v0")])
+        produce(bootstrap, topic, [(0, f"v{i}") for i in range(1, 10)])
+        r = share_fetch(c, group, 1, max_records=4)
+        assert acquired(r) == [(0, 3, 1)]
+        rest = share_fetch(c, group, 2)
+        assert acquired(rest) == [(4, 9, 1)]
