@@ -345,7 +345,10 @@ class SharePartitionManager:
         bound = _fetch_bound(plog, committed)
         if offset >= bound:
             return None
-        read = plog.read(offset, max_bytes, max_offset=bound, max_records=max_records)
+        # by max_bytes alone: acquire() takes max_records of it, and the slice is cut at the
+        # last batch taken (a read capped by the sparse offset index at start+max_records
+        # gave only the first batch whenever the index had no entry between)
+        read = plog.read(offset, max_bytes, max_offset=bound)
         data = read.records
         if data is None:
             return None

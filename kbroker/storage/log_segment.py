@@ -313,12 +313,9 @@ class LogSegment:
         """(batch position, slice) from the batch holding start_offset, at most max_size
         bytes (at least that whole batch with min_one_message), not beyond max_position.
         `max_records` > 0: also not beyond the batch that the offset index places at or
-        before start_offset + max_records, when that offset is in this segment and the
-        index has an entry past the first batch (the slice then ends at a batch boundary:
-        about max_records records, to the index's granularity); with no such entry the
-        index cannot tell, and max_size alone bounds the read (a ShareFetch's reader takes
-        max_records of it and cuts the slice at the last batch it took: capping the read
-        at the first batch gave small batches one at a time)."""
+        before start_offset + max_records, when that offset is in this segment (the slice
+        then ends at a batch boundary: about max_records records, to the index's
+        granularity, or the first batch alone when it holds more)."""
         if max_position is None:
             max_position = self.size
         loc = self.translate_offset(start_offset)
@@ -326,8 +323,8 @@ class LogSegment:
             return None
         if max_records > 0 and start_offset + max_records < self.next_offset:
             _, cap = self.offset_index.lookup(start_offset + max_records)
-            if cap > loc.position:
-                max_position = min(max_position, cap)
+            # No indexed batch between: the first batch alone (it always comes whole).
+            max_position = min(max_position, cap if cap > loc.position else loc.position + loc.size)
         if loc.position >= max_position:
             return loc.position, FileSlice(self.open_file(), loc.position, 0)
         limit = max(max_size, loc.size) if min_one_message else max_size
