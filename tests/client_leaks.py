@@ -20,6 +20,7 @@ later test's server, and the test that made it errors, naming where it was made.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import traceback
 import weakref
@@ -142,6 +143,12 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     # a client held there alone is not leaked
     if isinstance(item, pytest.Function):
         item.funcargs = {}
+    # a test that failed is held by sys.last_traceback (pytest keeps it for a post-mortem),
+    # and its frames hold the clients its finally blocks closed: its failure is the error
+    # to report, not those clients
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
     leaked = _leaked_by(None)
     if leaked:
         pytest.fail(f"{item.nodeid} left confluent-kafka clients open (closed now): "

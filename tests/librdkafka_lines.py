@@ -9,6 +9,9 @@ AAAAAAAAAAAAAAAAAAAAAA to ..."), as it does against any Kafka with client metric
 from __future__ import annotations
 
 import re
+from collections.abc import Generator
+
+import pytest
 
 # librdkafka's INFO line at its first GetTelemetrySubscriptions answer; the client name is
 # client.id#producer-N (rdkafka when client.id is not set)
@@ -20,3 +23,13 @@ TELEMETRY_INSTANCE_ID = re.compile(
 def without_telemetry_instance_ids(stderr: str) -> str:
     """`stderr` less librdkafka's telemetry instance id lines."""
     return TELEMETRY_INSTANCE_ID.sub("", stderr)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's captured stderr is shown without those lines: every client a test
+    made logs one, and hundreds of them bury the lines that tell what went wrong."""
+    report = yield
+    report.sections = [(title, without_telemetry_instance_ids(text) if "stderr" in title else text)
+                       for title, text in report.sections]
+    return report
