@@ -351,7 +351,7 @@ class BrokerComponents:
             except ValueError as e:
                 log.warning("topic %s keeps its config: %s", topic, e)
         if self.zk_broker is not None:
-            self.zk_broker.reconfigure(self.config)
+            self.zk_broker.reconfigure(self.config, default)
         log.info("broker configs changed dynamically: %s", {
             k: v for k, v in props.items() if self.config.props.get(k) == v and k not in (
                 "log.dirs", "listeners")})

@@ -376,10 +376,12 @@ class ZkBroker:
         self.dynamic.set_layer(entity, values)
         self._on_broker_config(self.dynamic.props())
 
-    def reconfigure(self, config: BrokerConfig) -> None:
+    def reconfigure(self, config: BrokerConfig, default_log_config: LogConfig) -> None:
         """Kafka's Reconfigurable: live changes of the cluster-side keys reach their owners,
-        the controller's defaults and the fetchers (re-spread over a new fetcher count)."""
+        the controller's defaults and the fetchers (re-spread over a new fetcher count); the
+        new topic defaults are the base of the logs opened from now on."""
         self.config = config
+        self.default_log_config = default_log_config
         self.controller.reconfigure(dataclasses.replace(
             self.controller.config, unclean_leader_election_enable=config.unclean_leader_election_enable))
         if config.num_replica_fetchers != self.fetchers.config.num_replica_fetchers:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kbroker.cluster.local_cluster import Cluster
@@ -99,6 +99,29 @@ def test_a_cluster_wide_dynamic_default_reaches_every_broker(cluster: Cluster) -
     _set(cluster, ConfigResource(ConfigResource.Type.BROKER, ""), "log.retention.ms", None)
     wait_until(lambda: _describe(cluster, 3, ConfigResource(ConfigResource.Type.TOPIC, "plain"))[
         "retention.ms"].value == "604800000", "the default back on broker 3")
+
+
+def test_a_topic_created_after_a_dynamic_default_takes_it_on_every_replica(cluster: Cluster) -> None:
+    """The cluster-wide log.segment.bytes set while running is the base of a topic created
+    afterwards: each replica's log rolls at the new size (its log opened with it)."""
+    _set(cluster, ConfigResource(ConfigResource.Type.BROKER, ""), "log.segment.bytes", "2048")
+    try:
+        for broker_id in cluster.brokers:
+            wait_until(lambda b=broker_id: _describe(cluster, b, ConfigResource(
+                ConfigResource.Type.BROKER, str(b)))["log.segment.bytes"].value == "2048",
+                f"broker {broker_id} to take the new default")
+        create_topic(cluster, "rolled", partitions=1, rf=3)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0})
+        for i in range(40):
+            producer.produce("rolled", b"x" * 500, key=str(i).encode())
+            producer.flush(30)
+        assert len(producer) == 0
+        for broker_id, broker in cluster.brokers.items():
+            def rolled(b: Path = broker.log_dir) -> bool:
+                return len(list((b / "rolled-0").glob("*.log"))) >= 5
+            wait_until(rolled, f"broker {broker_id}'s replica of rolled-0 to roll at 2048 bytes")
+    finally:
+        _set(cluster, ConfigResource(ConfigResource.Type.BROKER, ""), "log.segment.bytes", None)
 
 
 def test_keys_not_changed_while_running_are_refused(cluster: Cluster) -> None:
