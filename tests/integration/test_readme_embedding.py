@@ -5,9 +5,10 @@ producer's queue, which librdkafka reports when it is destroyed). A snippet that
 broker of its Cluster may print librdkafka's lines about that broker's connection, and
 nothing else.
 
-Which blocks run: every ```python block that is a whole program, one that starts its own
-broker (`with Broker(` or `with Cluster(`); a block the same to the letter in several
-pages runs once. The other python blocks are fragments of a larger program (a
+Which blocks run: every ```python block that is a whole program: one that starts its own
+broker (`with Broker(` or `with Cluster(`), run with python, or a test module using the
+pytest plugin's fixtures (a `def test_` taking `kbroker_broker`), run with pytest, whose
+tests must pass. A block the same to the letter in several pages runs once. The other python blocks are fragments of a larger program (a
 `Producer` given `bs`, a SparkSession's `spark`) and are left out by that rule, as a
 long-running `kbroker serve` is left out by being a ```sh block.
 
@@ -32,12 +33,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 _STARTS_A_BROKER = re.compile(r"^with (Broker|Cluster)\(", re.M)
+_TEST_MODULE = re.compile(r"^def test_\w+\(.*\bkbroker_broker\b", re.M)
 
 
 @dataclass(frozen=True)
 class Snippet:
     code: str
-    kind: str  # Broker or Cluster
+    kind: str  # Broker, Cluster or pytest
     places: tuple[str, ...]  # page:line of each copy
 
 
@@ -52,10 +54,11 @@ def snippets() -> list[Snippet]:
         for block in _PYTHON_BLOCK.finditer(text):
             code = block.group(1)
             starts = _STARTS_A_BROKER.search(code)
-            if starts is None:
+            kind = starts.group(1) if starts else "pytest" if _TEST_MODULE.search(code) else None
+            if kind is None:
                 continue
             place = f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, block.start()) + 1}"
-            found.setdefault(code, (starts.group(1), []))[1].append(place)
+            found.setdefault(code, (kind, []))[1].append(place)
     return [Snippet(code, kind, tuple(places)) for code, (kind, places) in found.items()]
 
 
@@ -79,6 +82,7 @@ def test_the_readme_and_the_manual_have_their_snippets() -> None:
     assert any(p.startswith("README.md:") for s in SNIPPETS if s.kind == "Broker" for p in s.places)
     assert any(p.startswith("docs/cluster.md:") for s in SNIPPETS if s.kind == "Cluster"
                for p in s.places)
+    assert any(p.startswith("README.md:") for s in SNIPPETS if s.kind == "pytest" for p in s.places)
 
 
 @pytest.mark.parametrize("snippet", [s for s in SNIPPETS if s.kind == "Broker"],
@@ -105,3 +109,18 @@ def test_a_cluster_snippet_runs_silently(snippet: Snippet, tmp_path: Path) -> No
                         line), stderr
     if '"orders"' in code:  # acks=all with min.insync.replicas=2 needed the replicas
         assert len(sorted((tmp_path / "c").glob("broker-*/**/orders-0"))) == 3
+
+
+@pytest.mark.parametrize("snippet", [s for s in SNIPPETS if s.kind == "pytest"],
+                         ids=lambda s: s.places[0])
+def test_a_test_module_snippet_passes(snippet: Snippet, tmp_path: Path) -> None:
+    """pytest finds the plugin's fixtures as any project with kbroker installed does (its
+    entry point), in a directory of its own outside the checkout."""
+    (tmp_path / "test_snippet.py").write_text(snippet.code)
+    tests = len(re.findall(r"^def test_", snippet.code, re.M))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), "test_snippet.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{tests} passed" in done.stdout, done.stdout
