@@ -83,8 +83,13 @@ def test_the_manual_builds_strictly(tmp_path: Path) -> None:
     site = tmp_path / "site"
     # every page of docs/ is built, the bench notebooks with their text included
     pages = {p.relative_to(ROOT / "docs").with_suffix("") for p in (ROOT / "docs").rglob("*.md")}
+    # a page is built as <page>/index.html; index.md and README.md as their folder's
+    expected = {p.parent if p.name in ("index", "README") else p for p in pages}
     built = {p.parent.relative_to(site) for p in site.rglob("index.html")}
-    assert pages - {Path("index")} <= built
-    for notebook in ("running", "results"):  # snippets included, not left as the marker
-        html = (site / "bench" / notebook / "index.html").read_text()
-        assert "--8&lt;--" not in html and "--8<--" not in html and "<h1" in html
+    assert expected <= built
+    # bench/README.md and RESULTS.md included whole (pymdownx.snippets), not left as markers
+    for notebook, source in ((site / "bench", "README.md"), (site / "bench" / "RESULTS", "RESULTS.md")):
+        html = (notebook / "index.html").read_text()
+        assert "--8&lt;--" not in html and "--8<--" not in html
+        first = (ROOT / "bench" / source).read_text().splitlines()[0].lstrip("# ")
+        assert f">{first}<" in html.replace("\n", "")
