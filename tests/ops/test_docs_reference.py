@@ -26,18 +26,20 @@ def test_every_key_and_metric_has_its_row() -> None:
     generated = pages()
     config, metrics = generated["configuration.md"], generated["metrics.md"]
     for key in [*BROKER_CONFIGS, *TOPIC_CONFIGS]:
-        assert f"| `{key.name}` | {key.type.name.lower()} |" in config
-    assert all(f"| `{name}` |" in config for name in ACCEPTED_WITHOUT_EFFECT)
+        assert f"- **`{key.name}`** ({key.type.name.lower()}; default " in config
+    assert all(f"- **`{name}`**: " in config for name in ACCEPTED_WITHOUT_EFFECT)
     for metric in METRICS:
-        assert f"| `{metric.name}` | {metric.kind} |" in metrics
-    live = next(line for line in config.splitlines() if line.startswith("| `log.retention.ms` |"))
-    assert "(live)" in live  # a dynamic broker key kbroker changes at run time says so
-    static = next(line for line in config.splitlines() if line.startswith("| `listeners` |"))
-    assert "(live)" not in static
+        item = next(line for line in metrics.splitlines()
+                    if line.startswith(f"- **`{metric.name}`** ("))
+        assert f"({metric.kind}" in item and metric.kafka in item and metric.doc in item
+    live = next(line for line in config.splitlines() if line.startswith("- **`log.retention.ms`**"))
+    assert "changed live by kbroker" in live  # a dynamic broker key kbroker changes at run time says so
+    static = next(line for line in config.splitlines() if line.startswith("- **`listeners`**"))
+    assert "changed live by kbroker" not in static
 
 
-def test_a_pipe_in_a_doc_does_not_cut_the_row() -> None:
-    from tools.docs_reference import _cell, _code
+def test_a_doc_stays_on_its_item_line() -> None:
+    from tools.docs_reference import _code, _line
 
-    assert _cell("a | b\n  c") == "a \\| b c"
-    assert _code("x|y") == "`x\\|y`" and _code(None) == "null" and _code("") == '""'
+    assert _line("a b\n    c") == "a b c" and _line("User:<it>") == "User:&lt;it>"
+    assert _code("x") == "`x`" and _code(None) == "null" and _code("") == '""'
