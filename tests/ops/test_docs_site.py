@@ -71,12 +71,16 @@ def test_a_dead_link_is_found(tmp_path: Path) -> None:
     assert anchors(page) == {"title"}
 
 
-def test_the_manual_builds_strictly(tmp_path: Path) -> None:
+def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's notice about MkDocs 2
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
-         "--site-dir", str(tmp_path / "site")],
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
+         "--site-dir", str(site)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=100)
+
+
+def test_the_manual_builds_strictly(tmp_path: Path) -> None:
+    done = mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert [line for line in output.splitlines() if "WARNING" in line] == []
@@ -93,3 +97,22 @@ def test_the_manual_builds_strictly(tmp_path: Path) -> None:
         assert "--8&lt;--" not in html and "--8<--" not in html
         first = (ROOT / "bench" / source).read_text().splitlines()[0].lstrip("# ")
         assert f">{first}<" in html.replace("\n", "")
+
+
+def test_the_strict_build_fails_on_what_a_reader_would_trip_over(tmp_path: Path) -> None:
+    """mkdocs.yml's settings, on pages of a dead anchor, a missing page and a page left
+    out of the nav: the build fails naming each."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\n[a](other.md#nowhere) [b](missing.md)\n")
+    (docs / "other.md").write_text("# Other\n")
+    (docs / "stray.md").write_text("# Stray\n")
+    config.update(docs_dir=str(docs), nav=[{"Home": "index.md"}, {"Other": "other.md"}])
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    done = mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "'#nowhere'" in output and "'missing.md'" in output and "stray.md" in output, output
