@@ -67,12 +67,14 @@ def _key_items(keys: Iterable[ConfigKey], facts: str) -> list[str]:
     return items
 
 
+def _heading(source: str, title: str) -> list[str]:
+    """A generated page's first lines: the marker naming its source, and its title."""
+    return [GENERATED.format(source=source), "", f"# {title}", ""]
+
+
 def configuration() -> str:
     lines = [
-        GENERATED.format(source="kbroker/common/configs.py"),
-        "",
-        "# Configuration reference",
-        "",
+        *_heading("kbroker/common/configs.py", "Configuration reference"),
         "Every key kbroker reads, from the one table of keys (`kbroker/common/configs.py`);",
         "`kbroker serve --help-config` prints the same table as text. How to set them, and",
         "which change while the broker runs: [Configuration](../configuration.md).",
@@ -128,10 +130,7 @@ def _metric_facts(metric: MetricName) -> str:
 
 def metrics() -> str:
     lines = [
-        GENERATED.format(source="kbroker/ops/metrics.py"),
-        "",
-        "# Metrics reference",
-        "",
+        *_heading("kbroker/ops/metrics.py", "Metrics reference"),
         f"Every family `/metrics` exposes ({len(METRICS)}, from `kbroker.ops.metrics.METRICS`),",
         "named as the Prometheus JMX exporter names Kafka's MBeans with its Kafka rules",
         "(consumer lag as kafka-exporter names it). Time histograms are Prometheus",
