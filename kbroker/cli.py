@@ -120,8 +120,9 @@ def config_help() -> str:
 
     accepted = [f"{name}\n    {why}" for name, why in sorted(ACCEPTED_WITHOUT_EFFECT.items())]
     return (
-        "Broker configs (server.properties, --override; read at startup only: kbroker "
-        "changes none at run time)\n\n" + BROKER_CONFIGS.to_text(broker=True)
+        "Broker configs (server.properties, --override; read at startup, and the dynamic "
+        "ones\nkbroker applies live also through AlterConfigs on the BROKER resource: "
+        "docs/configuration.md)\n\n" + BROKER_CONFIGS.to_text(broker=True)
         + "\nTopic configs (CreateTopics, AlterConfigs, IncrementalAlterConfigs)\n\n"
         + TOPIC_CONFIGS.to_text(broker=False)
         + "\nKafka broker configs accepted without effect\n\n" + "\n".join(accepted) + "\n"

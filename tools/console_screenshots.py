@@ -1,4 +1,4 @@
-"""The README's screenshots of the web console, made afresh so they stay current:
+"""The manual's screenshots of the web console (docs/operations.md), made afresh:
 
     python -m tools.console_screenshots [--out docs/images] [--samples 20]
 

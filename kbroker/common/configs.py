@@ -147,7 +147,7 @@ _SERVER = (
          "the broker gets there (bench/fetch_anatomy.py counts it). Off by default: 20000 "
          "cut those stalls at 100 B (5-7 a million records to 1-4) for twice the broker's "
          "CPU per GB, with no consumer throughput gain measurable on a shared 2-core "
-         "machine (bench/README.md)."),
+         "machine (bench/RESULTS.md)."),
 )
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")

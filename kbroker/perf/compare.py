@@ -7,7 +7,7 @@ a ratio below 1 - threshold is a regression; latency figures are shown, never ga
 
 The noise band is what the same broker measures against itself: on this project's
 shared 2-core machine (Tansu against Tansu, bench/matrix.py's full matrix, 3 repeats,
-other builds and tests running; bench/README.md) the per-cell median records/s ratios
+other builds and tests running; bench/RESULTS.md) the per-cell median records/s ratios
 spanned 0.72..1.58 and the standard deviation of their logs was NOISE_LOG_STDEV. A
 threshold of 0.30 would have flagged none of those 32 cells (0.15 flagged 8, 0.20 3,
 0.25 1), hence DEFAULT_THRESHOLD. Two perf JSON files with repeats also carry their own

@@ -1,8 +1,8 @@
 """The options of Spark's Kafka source and sink, parsed and checked up front.
 
 Option names are case-insensitive, as Spark's are (keys are lowercased first).
-README "Spark" has the table of every option of Spark's Kafka guide and what
-kbroker does with it; in short:
+The manual's Spark page (docs/spark.md, "Options") has the table of every option of
+Spark's Kafka guide and what kbroker does with it; in short:
 
 Source options (as Spark's built-in `kafka` format spells them):
 

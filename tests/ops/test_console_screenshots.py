@@ -1,5 +1,5 @@
-"""tools/console_screenshots makes the README's console screenshots: one PNG per page,
-from a broker, a workload and chromium it starts and stops itself."""
+"""tools/console_screenshots makes the manual's console screenshots (docs/operations.md):
+one PNG per page, from a broker, a workload and chromium it starts and stops itself."""
 
 from __future__ import annotations
 
