@@ -235,31 +235,57 @@ class ShareCoordinator:
         return self.states.get(key)
 
     def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]:
-        """Append the key's new state; the error code, at once or once replicated."""
+        """Append the key's new state; the error code, at once or once replicated.
+        FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH for an epoch below the state's."""
         code = self.check_coordinator(key)
         if code != E.NONE:
             return code
         current = self.states.get(key)
         if current is not None and state.leader_epoch < current.leader_epoch:
             return E.FENCED_LEADER_EPOCH
+        if current is not None and state.state_epoch < current.state_epoch:
+            return E.FENCED_STATE_EPOCH  # the state was initialized anew (AlterShareGroupOffsets)
+        return self._append(key, state)
+
+    def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> int | Awaitable[int]:
+        """InitializeShareGroupState: a new state of the key (start offset, nothing in
+        flight) at a state epoch not below the current one's (else FENCED_STATE_EPOCH), as
+        Kafka's ShareCoordinatorShard.initializeState; the leader epoch is kept, so an old
+        share-partition leader stays fenced."""
+        code = self.check_coordinator(key)
+        if code != E.NONE:
+            return code
+        current = self.states.get(key)
+        if current is not None and state_epoch < current.state_epoch:
+            return E.FENCED_STATE_EPOCH
+        leader_epoch = current.leader_epoch if current is not None else -1
+        return self._append(key, PersistedState(state_epoch, start_offset, leader_epoch=leader_epoch))
+
+    def delete_state(self, key: SharePartitionKey) -> int | Awaitable[int]:
+        """DeleteShareGroupState: a tombstone for the key (nothing to do when it has no state)."""
+        code = self.check_coordinator(key)
+        if code != E.NONE or key not in self.states:
+            return code
+        return self._append(key, None)
+
+    def _append(self, key: SharePartitionKey, state: PersistedState | None) -> int | Awaitable[int]:
+        """One ShareSnapshot record (None: a tombstone), memory changed once appended; the
+        error code at once (a single broker) or once replicated."""
         epoch = self.snapshot_epochs.get(key, -1) + 1
         partition = self.partition_of(key)
+        value = None if state is None else encode_value(state, epoch)
         try:
-            info = self.topic.append_records(partition, [(encode_key(key), encode_value(state, epoch))],
+            info = self.topic.append_records(partition, [(encode_key(key), value)],
                                              acks=-1 if self.topic.broker.clustered else 1)
         except KafkaError as e:
             log.warning("share state of %s not written: %s", coordinator_key(key), e)
             return e.error_code
-        self.snapshot_epochs[key] = epoch
-        self.states[key] = state
+        if state is None:
+            self.states.pop(key, None)
+            self.snapshot_epochs.pop(key, None)
+        else:
+            self.snapshot_epochs[key] = epoch
+            self.states[key] = state
         waited = self.topic.wait_replicated(partition, self.topic.broker.config.request_timeout_ms / 1000,
                                             info.last_offset + 1)
         return E.NONE if waited is None else waited
-
-    def delete_state(self, key: SharePartitionKey) -> int:
-        try:
-            self.topic.append_records(self.topic.partition_for(coordinator_key(key)), [(encode_key(key), None)])
-        except KafkaError as e:
-            return e.error_code
-        self.states.pop(key, None)
-        return ErrorCode.NONE

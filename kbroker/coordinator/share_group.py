@@ -68,6 +68,9 @@ class ShareGroup:
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
     subscribed: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)  # of the assignment epoch
+    # the share partitions that may hold state (Kafka's ShareGroupStatePartitionMetadata
+    # initialized topics): every partition ever assigned, and those altered
+    initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -177,6 +180,9 @@ class ShareGroupCoordinator:
                                       for n in m.subscribed_topic_names if n in group.subscribed}
                         for m in group.members.values()}
         group.assignment_epoch = group.group_epoch
+        for target in group.target.values():
+            for topic_id, partitions in target.items():
+                group.initialized.setdefault(topic_id, set()).update(partitions)
         log.info("share group %s: assignment of epoch %d", group.group_id, group.group_epoch)
 
     def _leave(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
@@ -225,6 +231,20 @@ class ShareGroupCoordinator:
         unless a classic or consumer group holds the id."""
         if group_id not in self.groups and not self.other_group_active(group_id):
             self.groups[group_id] = ShareGroup(group_id)
+
+    def initialized_partitions(self, group_id: str) -> dict[uuid.UUID, set[int]]:
+        group = self.groups.get(group_id)
+        return {} if group is None else {t: set(ps) for t, ps in group.initialized.items() if ps}
+
+    def mark_initialized(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.initialized.setdefault(topic_id, set()).add(partition)
+
+    def mark_deleted(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.initialized.get(topic_id, set()).discard(partition)
 
     def describe(self, group_id: str) -> ShareGroup | None:
         return self.groups.get(group_id)

@@ -80,7 +80,7 @@ class ShareGroups:
             broker.replica_manager, broker.topics, self.timers, self.partition_config, self.persister,
             lambda group_id: self.group_config(group_id)["share.auto.offset.reset"])
         self.offsets = ShareGroupOffsets(self.coordinator, self.state, self.partitions, broker.topics,
-                                         broker.replica_manager)
+                                         broker.replica_manager, self.persister)
         self.coordinator.add_member_removed_listener(self._member_removed)
 
     def group_config(self, group_id: str) -> dict[str, Any]:
@@ -110,8 +110,14 @@ class ShareGroups:
         self.partitions.release_member(group_id, member_id)
 
     def session_closed(self, session: ShareSession | None) -> None:
-        if session is not None:
-            self.partitions.release_member(session.group_id, session.member_id, list(session.partitions))
+        if session is None:
+            return
+        self.partitions.release_member(session.group_id, session.member_id, list(session.partitions))
+        if self.persister.clustered and not self.sessions.has_group(session.group_id):
+            # the group's last session here: its share partitions are read again at the next
+            # fetch, so an AlterShareGroupOffsets or DeleteShareGroupOffsets of the group,
+            # now empty, done at another broker's group coordinator, is seen
+            self.partitions.forget_idle(session.group_id)
 
     def startup(self) -> None:
         try:
