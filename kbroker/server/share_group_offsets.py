@@ -198,7 +198,8 @@ class ShareGroupOffsets:
         code = done if isinstance(done, int) else await done
         if code == E.NONE:
             self.partitions.forget(key)
-            self.coordinator.mark_initialized(group_id, topic_id, partition)
+            info = self.topics.get_by_id(topic_id)
+            self.coordinator.mark_initialized(group_id, topic_id, info.name if info is not None else "", partition)
         return code
 
     # -- DeleteShareGroupOffsets and DeleteGroups

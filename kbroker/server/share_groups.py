@@ -64,14 +64,17 @@ class ShareGroups:
     def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool],
                  leader_of: Callable[[TopicPartition], int] | None = None,
                  endpoint_of: Callable[[int], tuple[str, int] | None] | None = None,
-                 persist_configs: GroupConfigPersist | None = None) -> None:
+                 persist_configs: GroupConfigPersist | None = None,
+                 write_group_records: Callable[[str, list[tuple[bytes, bytes | None]]], object] | None = None
+                 ) -> None:
         config = broker.config
         self.broker = broker
         # the GROUP resources' configs: beside the logs, or in a cluster ZooKeeper's
         # /config/groups (persist_configs: ZkBroker.persist_group_config)
         self.configs = GroupConfigStore(None if broker.clustered else config.log_dirs[0], persist_configs)
         self.timers = Timers(broker.time)
-        self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active)
+        self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active,
+                                                 write_group_records)
         self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
         self.state = ShareCoordinator(ShareStateTopic(broker))
         self.persister = ShareStatePersister(self.state, config.node_id, config.request_timeout_ms, leader_of,

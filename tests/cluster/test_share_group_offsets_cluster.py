@@ -24,7 +24,7 @@ from kbroker.protocol.messages.describe_share_group_offsets import DescribeShare
 from kbroker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
 from tests.integration.groups_support import produce
 
-from .support import ask, create_topic, start_at_earliest, wait_until
+from .support import ask, create_topic, group_coordinator, start_at_earliest, wait_until
 from .test_share_groups_cluster import Member, cluster, roles_apart
 
 __all__ = ["cluster"]  # the 3-broker fixture of the share group tests
@@ -122,7 +122,11 @@ def test_offsets_admin_apis_through_the_group_coordinator(cluster: Cluster) -> N
     assert read(cluster, group, topic, 150) == values(0, 150)
 
 
-def test_delete_groups_deletes_the_share_states_on_other_brokers(cluster: Cluster) -> None:
+def test_delete_groups_deletes_the_share_states_on_other_brokers_after_the_group_coordinator_moved(
+        cluster: Cluster) -> None:
+    """The group coordinator dies (SIGKILL) once the group is empty: the new one knows the
+    group and its share partitions from __consumer_offsets (ShareGroupStatePartitionMetadata),
+    describes them and deletes the group with their states."""
     topic = "share-delete-group"
     group, gc = share_group_apart(cluster, topic, 60)
     member = Member(cluster.bootstrap_servers, group, topic)
@@ -135,6 +139,11 @@ def test_delete_groups_deletes_the_share_states_on_other_brokers(cluster: Cluste
         member.close()
     wait_until(lambda: empty(cluster, gc, group), "the group to be empty")
     assert offsets(describe(cluster, gc, group, topic)) == [(topic, 0, 60, 0, E.NONE)]
+    cluster.kill(gc)
+    gc = int(wait_until(lambda: (c := group_coordinator(cluster, group)) is not None and c != gc and c,  # type: ignore[call-overload]
+                        "a new group coordinator"))
+    wait_until(lambda: describe(cluster, gc, group, None).error_code == E.NONE, "the group loaded there")
+    assert offsets(describe(cluster, gc, group, None)) == [(topic, 0, 60, 0, E.NONE)]
 
     assert admin.delete_consumer_groups([group])[group].result(30) is None
     assert describe(cluster, gc, group, None).error_code == E.GROUP_ID_NOT_FOUND
