@@ -20,6 +20,13 @@ before), so a retried write never lands after a later one: the last state writte
 the share partition's last state. A read waits for the writes before it, so a share
 partition rebuilt here (a new leader epoch) starts from the last state it wrote.
 
+The group coordinator's calls for the share-group admin APIs go the same way:
+ReadShareGroupStateSummary (key 87, v1), InitializeShareGroupState (83) and
+DeleteShareGroupState (86); and the partition leader's high watermark (ListOffsets) for
+DescribeShareGroupOffsets' lag. A read that finds no state asks once more where the old
+key form (topic id in dashed hex) placed the key's state, and a delete deletes it there
+too (coordinator/share_coordinator.py).
+
 Owns: its channels to the other brokers. Lock: the broker's event-loop thread.
 """
 
@@ -112,6 +119,8 @@ class ShareStatePersister:
         if before is not None:  # a share partition rebuilt here reads what it wrote last
             await asyncio.wait([before])
         answer = await self._retrying(key, lambda: self._read_once(key))
+        if answer == (E.NONE, None):
+            return await self._legacy_read(key)
         return answer if isinstance(answer, tuple) else (answer, None)  # an error: no state
 
     def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]:
@@ -140,6 +149,8 @@ class ShareStatePersister:
 
     async def _summary(self, key: SharePartitionKey) -> ReadResult:
         answer = await self._retrying(key, lambda: self._summary_once(key))
+        if answer == (E.NONE, None):
+            return await self._legacy_read(key)
         return answer if isinstance(answer, tuple) else (answer, None)
 
     def initialize_state(self, key: SharePartitionKey, state_epoch: int,
@@ -153,7 +164,34 @@ class ShareStatePersister:
         """DeleteShareGroupState: the key's state removed."""
         if not self.clustered:
             return self.coordinator.delete_state(key)
-        return self._retrying(key, lambda: self._delete_once(key))
+        return self._delete(key)
+
+    async def _delete(self, key: SharePartitionKey) -> int:
+        code: int = await self._retrying(key, lambda: self._delete_once(key))
+        if code == E.NONE:  # and where the old key form placed it (once; its own error logged)
+            legacy = await self._legacy_attempt(key, lambda: self._delete_once(key, self._legacy_coordinator_id(key)))
+            if legacy not in (E.NONE, E.NOT_COORDINATOR):
+                log.warning("share state of %s: its old placement not deleted (error %s)", coordinator_key(key),
+                            legacy)
+        return code
+
+    # -- states written under the old key form (the topic id in dashed hex)
+    async def _legacy_read(self, key: SharePartitionKey) -> ReadResult:
+        """The key's state where the old key form placed it: one ReadShareGroupState to that
+        partition's leader, which answers it only while it holds one (else no state)."""
+        answer = await self._legacy_attempt(key, lambda: self._read_once(key, self._legacy_coordinator_id(key)))
+        return answer if isinstance(answer, tuple) else (E.NONE, None)
+
+    async def _legacy_attempt(self, key: SharePartitionKey, attempt: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await attempt()
+        except (TimeoutError, KafkaClientError, OSError) as e:
+            log.info("share state of %s: its old placement not reached (%s)", coordinator_key(key), e)
+            return E.COORDINATOR_NOT_AVAILABLE
+
+    def _legacy_coordinator_id(self, key: SharePartitionKey) -> int:
+        assert self._leader_of is not None
+        return self._leader_of(TopicPartition(self.coordinator.topic.name, self.coordinator.legacy_partition_of(key)))
 
     async def latest_offset(self, tp: TopicPartition) -> int | None:
         """The partition's high watermark as its leader answers ListOffsets (LATEST,
@@ -184,10 +222,11 @@ class ShareStatePersister:
         return self._leader_of(TopicPartition(topic.name, self.coordinator.partition_of(key)))
 
     async def _attempt(self, key: SharePartitionKey, local: Callable[[], Any],
-                       remote: Callable[[BrokerChannel], Awaitable[Any]]) -> Any:
-        """One attempt at the key's share coordinator known now: `local()` when it is this
-        broker (an answer, or an awaitable of one), else `remote(channel)` to it."""
-        node = self._coordinator_id(key)
+                       remote: Callable[[BrokerChannel], Awaitable[Any]], node: int | None = None) -> Any:
+        """One attempt at the key's share coordinator known now (or at broker `node`):
+        `local()` when it is this broker (an answer, or an awaitable of one), else
+        `remote(channel)` to it."""
+        node = self._coordinator_id(key) if node is None else node
         if node < 0:
             return E.COORDINATOR_NOT_AVAILABLE
         if node == self.node_id:
@@ -196,10 +235,10 @@ class ShareStatePersister:
         return await remote(self._channel(node))
 
     def _local_read(self, key: SharePartitionKey) -> Any:
-        code = self.coordinator.check_coordinator(key)
-        return code if code != E.NONE else (E.NONE, self.coordinator.read_state(key))
+        code, state = self.coordinator.read_with_legacy(key)
+        return code if code != E.NONE else (E.NONE, state)
 
-    async def _read_once(self, key: SharePartitionKey) -> Any:
+    async def _read_once(self, key: SharePartitionKey, node: int | None = None) -> Any:
         group_id, topic_id, partition = key
         request = ReadShareGroupStateRequest(group_id=group_id, topics=[ReadShareGroupStateRequest.ReadStateData(
             topic_id=topic_id, partitions=[ReadShareGroupStateRequest.PartitionData(partition=partition)])])
@@ -214,7 +253,7 @@ class ShareStatePersister:
             return E.NONE, PersistedState(result.state_epoch, result.start_offset, [
                 StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                 for b in result.state_batches])
-        return await self._attempt(key, lambda: self._local_read(key), remote)
+        return await self._attempt(key, lambda: self._local_read(key), remote, node)
 
     async def _write_once(self, key: SharePartitionKey, state: PersistedState) -> Any:
         group_id, topic_id, partition = key
@@ -252,12 +291,12 @@ class ShareStatePersister:
         return await self._attempt(key, lambda: self.coordinator.initialize_state(key, state_epoch, start_offset),
                                    lambda channel: self._code(channel, request, 0))
 
-    async def _delete_once(self, key: SharePartitionKey) -> Any:
+    async def _delete_once(self, key: SharePartitionKey, node: int | None = None) -> Any:
         Q = DeleteShareGroupStateRequest
         request = Q(group_id=key[0], topics=[Q.DeleteStateData(topic_id=key[1], partitions=[
             Q.PartitionData(partition=key[2])])])
         return await self._attempt(key, lambda: self.coordinator.delete_state(key),
-                                   lambda channel: self._code(channel, request, 0))
+                                   lambda channel: self._code(channel, request, 0), node)
 
     async def _code(self, channel: BrokerChannel, request: Any, version: int) -> int:
         """The one partition's error code of a write-like RPC's answer."""

@@ -26,14 +26,14 @@ async def code_of(answer: int | Awaitable[int]) -> int:
 
 def read_states(coordinator: ShareCoordinator, request: Any) -> ReadRows:
     """Each topic with its partitions' (request data, error code, state): NOT_COORDINATOR
-    for a key not coordinated here, a None state for a key never written."""
+    for a key not coordinated here (unless this broker holds its state under the old key
+    form), a None state for a key never written."""
     out: ReadRows = []
     for topic in request.topics:
         rows = []
         for p in topic.partitions:
-            key = (request.group_id, topic.topic_id, p.partition)
-            code = coordinator.check_coordinator(key)
-            rows.append((p, code, coordinator.read_state(key) if code == E.NONE else None))
+            code, state = coordinator.read_with_legacy((request.group_id, topic.topic_id, p.partition))
+            rows.append((p, code, state))
         out.append((topic, rows))
     return out
 
