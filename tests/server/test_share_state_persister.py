@@ -24,6 +24,8 @@ from kbroker.coordinator.share_coordinator import (
     legacy_coordinator_key,
 )
 from kbroker.coordinator.share_partition import StateBatch
+from kbroker.protocol.messages.read_share_group_state import ReadShareGroupStateRequest
+from kbroker.server.apis import delete_share_group_state, read_share_group_state
 from kbroker.server.share_state_persister import ShareStatePersister
 
 E = ErrorCode
@@ -230,3 +232,41 @@ def test_a_cluster_coordinator_serves_a_state_under_the_old_key_form_until_delet
     coordinator.on_resigned(1)
     coordinator.on_elected(1)  # the tombstone holds
     assert coordinator.read_with_legacy(KEY) == (E.NOT_COORDINATOR, None)
+
+
+class HandlerChannel:
+    """A BrokerChannel to another broker whose share coordinator answers through the real
+    handlers (ReadShareGroupState, DeleteShareGroupState)."""
+
+    def __init__(self, coordinator: ShareCoordinator) -> None:
+        self.ctx = SimpleNamespace(services=SimpleNamespace(share_groups=SimpleNamespace(state=coordinator)))
+
+    async def request(self, request: Any, version: int, timeout_s: float) -> Any:
+        handler = read_share_group_state if isinstance(request, ReadShareGroupStateRequest) else delete_share_group_state
+        answer = handler.handle(self.ctx, request)  # type: ignore[arg-type]
+        return await answer if asyncio.iscoroutine(answer) else answer
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_persister_reads_and_deletes_a_state_under_the_old_key_form_at_another_broker() -> None:
+    async def run() -> None:
+        topic = FakeStateTopic()
+        topic.records[1].append(StoredRecord(encode_key(KEY), encode_value(state(7)), 0))
+        here, there = ShareCoordinator(topic), ShareCoordinator(topic)  # type: ignore[arg-type]
+        here.on_elected(0)  # the key's own partition: no state
+        there.on_elected(1)  # where the old key form placed it
+        persister = ShareStatePersister(here, 1, 1000, leader_of=lambda tp: 1 if tp.partition == 0 else 2,
+                                        endpoint_of=lambda b: None)
+        persister._channels[2] = HandlerChannel(there)  # type: ignore[assignment]
+        read = persister.read_state(KEY)
+        assert not isinstance(read, tuple) and await read == (E.NONE, state(7))
+        summary = persister.read_summary(KEY)
+        assert not isinstance(summary, tuple) and await summary == (E.NONE, state(7))
+        deleted = persister.delete_state(KEY)
+        assert not isinstance(deleted, int) and await deleted == E.NONE
+        assert topic.records[1][-1].value is None and not there.legacy
+        read = persister.read_state(KEY)
+        assert not isinstance(read, tuple) and await read == (E.NONE, None)  # deleted for good
+    asyncio.run(run())
