@@ -34,6 +34,7 @@ from kbroker.coordinator.coordinator_leadership import CoordinatorLeadership
 from kbroker.coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from kbroker.coordinator.offsets_topic import OffsetsTopic
 from kbroker.coordinator.producer_id_manager import ProducerIdManager
+from kbroker.coordinator.share_group_records import SHARE_GROUP_STATE_PARTITION_METADATA
 from kbroker.coordinator.transaction_coordinator import TransactionCoordinator
 from kbroker.coordinator.transaction_state_manager import TransactionConfig, TransactionStateManager
 from kbroker.coordinator.transaction_topic import TransactionTopic
@@ -161,7 +162,10 @@ class BrokerComponents:
                                         or self.group_coordinator.consumer.is_active(g),
                                         self._partition_leader if self.clustered else None,
                                         self._broker_endpoint,
-                                        self.zk_broker.persist_group_config if self.zk_broker is not None else None)
+                                        self.zk_broker.persist_group_config if self.zk_broker is not None else None,
+                                        self.offsets_topic.append)
+        self.group_coordinator.add_record_replay(SHARE_GROUP_STATE_PARTITION_METADATA,
+                                                 self.share_groups.coordinator.replay)
         self.transaction_topic = TransactionTopic(self)
         txn_state = TransactionStateManager(TransactionConfig.from_broker_config(config), time,
                                             self.transaction_topic)

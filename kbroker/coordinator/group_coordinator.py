@@ -90,6 +90,11 @@ class GroupCoordinator:
         group = self.consumer.groups.get(group_id)
         return None if group is None or group.dead else group
 
+    def add_record_replay(self, record_type: int, replay: Callable[[bytes, bytes | None], None]) -> None:
+        """Another owner's records in __consumer_offsets (share groups), replayed to it
+        whenever a partition is loaded."""
+        self.manager.add_replay(record_type, replay)
+
     def is_consumer_group(self, group_id: str) -> bool:
         """Whether the group is a KIP-848 consumer group now (with classic members, maybe)."""
         return self._consumer_group(group_id) is not None

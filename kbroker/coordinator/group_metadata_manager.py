@@ -13,7 +13,8 @@ held as the group's pending offsets until the transaction ends; replaying the to
 keeps them per producer until its COMMIT (they apply) or ABORT marker (they go), and
 those still open at the end stay pending, as Kafka's loadGroupsAndOffsets.
 The records of KIP-848 consumer groups (consumer_group_records.py) are handed to the
-consumer group coordinator as they are read (`consumer_replay`).
+consumer group coordinator as they are read (`consumer_replay`), those of other types to
+the owner registered for the type (`add_replay`: the share groups' record type 15).
 
 Lock: the broker's event-loop thread only.
 """
@@ -100,6 +101,12 @@ class GroupMetadataManager:
         self.consumer_active = consumer_active
         # the records of KIP-848 consumer groups, as they are replayed
         self.consumer_replay = consumer_replay
+        # other record types' owners (share groups' ShareGroupStatePartitionMetadata)
+        self.replays: dict[int, Callable[[bytes, bytes | None], None]] = {}
+
+    def add_replay(self, record_type: int, replay: Callable[[bytes, bytes | None], None]) -> None:
+        """`replay(key, value)` for each record of that type, as the topic is loaded."""
+        self.replays[record_type] = replay
 
     # -- writes
     def store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
@@ -221,11 +228,13 @@ class GroupMetadataManager:
                         if current is None or current.record_offset < txn_om.record_offset:
                             offsets[group_id][txn_tp] = txn_om
                 continue
-            if cr.record_type(rec.key or b"") in cr.RECORD_TYPES:
+            kind = cr.record_type(rec.key or b"")
+            replay = self.consumer_replay if kind in cr.RECORD_TYPES else self.replays.get(kind)
+            if replay is not None:
                 try:
-                    self.consumer_replay(rec.key or b"", rec.value)
+                    replay(rec.key or b"", rec.value)
                 except Exception as e:  # noqa: BLE001 - a bad record is skipped, as below
-                    log.warning("skipping an unreadable consumer group record: %s", e)
+                    log.warning("skipping an unreadable group record of type %d: %s", kind, e)
                 continue
             try:
                 key = gr.decode_key(rec.key or b"")

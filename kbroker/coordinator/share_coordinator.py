@@ -3,7 +3,11 @@
 
 A share partition (group id, topic id, partition) lives in partition
 `abs(java_hash("<group>:<topic id>:<partition>")) % share.coordinator.state.topic.num.partitions`
-(Kafka's SharePartitionKey.asCoordinatorKey). Each write is one ShareSnapshot record
+(Kafka's SharePartitionKey.asCoordinatorKey, the topic id as Uuid.toString: base64).
+kbroker hashed the topic id in dashed hex before; a state found where that form placed
+it (`legacy`) is moved to its own partition by a single broker at startup, and in a
+cluster answered by the old partition's leader while the key's own coordinator has none
+(server/share_state_persister.py asks there) until deleted. Each write is one ShareSnapshot record
 holding the whole state, so the last record of a key is its state and compaction keeps
 only that; Kafka also writes ShareUpdate records (deltas) between snapshots, which this
 coordinator never needs (a share partition's state is bounded by
@@ -37,6 +41,11 @@ lost its leadership, still writing) answers FENCED_LEADER_EPOCH, as Kafka's
 ShareCoordinatorShard. Created on first need with `cleanup.policy=compact`,
 `share.coordinator.state.topic.segment.bytes` and `.replication.factor`.
 
+InitializeShareGroupState (`initialize_state`: a new state at a state epoch not below
+the current one's), DeleteShareGroupState (`delete_state`) and ReadShareGroupStateSummary
+(`read_state`) serve the group coordinator's share-group admin APIs; a write of a lower
+state epoch than the key's state answers FENCED_STATE_EPOCH.
+
 Lock: the broker's event-loop thread only.
 """
 
@@ -48,6 +57,7 @@ from collections.abc import Awaitable
 
 from kbroker.common.error_code import ErrorCode
 from kbroker.common.errors import KafkaError
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.coordinator.internal_topic import InternalTopic
 from kbroker.coordinator.share_partition import StateBatch
 from kbroker.protocol.codec import DecodeError, Reader, Writer
@@ -83,6 +93,15 @@ class PersistedState:
 
 
 def coordinator_key(key: SharePartitionKey) -> str:
+    """Kafka's SharePartitionKey.asCoordinatorKey: "<group>:<topic id>:<partition>", the
+    topic id as Uuid.toString writes it (URL-safe base64)."""
+    group_id, topic_id, partition = key
+    return f"{group_id}:{uuid_to_base64(topic_id)}:{partition}"
+
+
+def legacy_coordinator_key(key: SharePartitionKey) -> str:
+    """The form kbroker hashed before, the topic id in dashed hex: states written then sit
+    in the partition it hashes to (`ShareCoordinator` reads them from there)."""
     group_id, topic_id, partition = key
     return f"{group_id}:{topic_id}:{partition}"
 
@@ -168,18 +187,25 @@ class ShareCoordinator:
         self.topic = topic
         self.states: dict[SharePartitionKey, PersistedState] = {}
         self.snapshot_epochs: dict[SharePartitionKey, int] = {}
+        # states written before the key form changed, in the partition the old form hashes
+        # to (of partitions led here), not yet in their own partition
+        self.legacy: dict[SharePartitionKey, PersistedState] = {}
         # cluster mode: the partitions led here (None on a single broker: all of them)
         self.owned_partitions: set[int] | None = set() if topic.broker.clustered else None
 
     def load(self) -> None:
-        """A single broker: every partition's states, at startup."""
+        """A single broker: every partition's states, at startup; states still where the
+        old key form placed them are moved to their own partition (`migrate_legacy`)."""
         if not self.topic.exists:
             return
         for partition in range(self.topic.num_partitions):
             self._load_partition(partition)
+        self.migrate_legacy()
         log.info("share coordinator: %d share partitions loaded from %s", len(self.states), self.topic.name)
 
     def _load_partition(self, partition: int) -> int:
+        """The states of a partition, its own keys' in `states`, those the old key form put
+        here in `legacy` (later records winning in each)."""
         loaded = 0
         for rec in self.topic.read_partition(partition):
             if rec.key is None or rec.control_type != CONTROL_NONE:
@@ -188,15 +214,53 @@ class ShareCoordinator:
                 kind, key = decode_key(bytes(rec.key))
                 if kind != SHARE_SNAPSHOT:
                     continue
+                held = (self.states if self.partition_of(key) == partition else
+                        self.legacy if self.legacy_partition_of(key) == partition else None)
+                if held is None:
+                    continue
                 if rec.value is None:
-                    self.states.pop(key, None)
+                    held.pop(key, None)
                 else:
-                    self.states[key] = decode_value(bytes(rec.value))
+                    held[key] = decode_value(bytes(rec.value))
                     loaded += 1
             except DecodeError as e:
                 log.warning("%s-%d offset %d: unreadable share state record (%s)",
                             self.topic.name, partition, rec.offset, e)
         return loaded
+
+    def migrate_legacy(self) -> None:
+        """A single broker: each state written under the old key form is written to its
+        own partition (unless that has a state of the key) and tombstoned where it was."""
+        for key, state in list(self.legacy.items()):
+            if key not in self.states:
+                self._append(key, state)
+            self.delete_legacy(key)
+
+    def read_with_legacy(self, key: SharePartitionKey) -> tuple[int, PersistedState | None]:
+        """ReadShareGroupState's answer here: the key's state (NOT_COORDINATOR when this
+        broker does not coordinate it), else its state under the old key form if that
+        partition is led here."""
+        code = self.check_coordinator(key)
+        state = self.read_state(key) if code == E.NONE else None
+        legacy = self.read_legacy(key) if state is None else None
+        return (E.NONE, legacy) if legacy is not None else (code, state)
+
+    def read_legacy(self, key: SharePartitionKey) -> PersistedState | None:
+        """Cluster mode: the key's state where the old key form placed it, if that
+        partition is led here (read once its own share coordinator has none)."""
+        owned = self.owned_partitions
+        return self.legacy.get(key) if owned is None or self.legacy_partition_of(key) in owned else None
+
+    def delete_legacy(self, key: SharePartitionKey) -> int:
+        """A tombstone for the key where the old key form placed it."""
+        if self.legacy.pop(key, None) is None:
+            return E.NONE
+        try:
+            self.topic.append_records(self.legacy_partition_of(key), [(encode_key(key), None)])
+        except KafkaError as e:
+            log.warning("share state of %s: old placement not deleted: %s", coordinator_key(key), e)
+            return e.error_code
+        return E.NONE
 
     # -- cluster mode: leadership of __share_group_state partitions
     def on_elected(self, partition: int) -> None:
@@ -221,9 +285,14 @@ class ShareCoordinator:
         for key in [k for k in self.states if self.partition_of(k) == partition]:
             self.states.pop(key, None)
             self.snapshot_epochs.pop(key, None)
+        for key in [k for k in self.legacy if self.legacy_partition_of(k) == partition]:
+            self.legacy.pop(key, None)
 
     def partition_of(self, key: SharePartitionKey) -> int:
         return self.topic.partition_for(coordinator_key(key))
+
+    def legacy_partition_of(self, key: SharePartitionKey) -> int:
+        return self.topic.partition_for(legacy_coordinator_key(key))
 
     def check_coordinator(self, key: SharePartitionKey) -> int:
         """NONE when this broker coordinates the key, else NOT_COORDINATOR."""
@@ -235,31 +304,59 @@ class ShareCoordinator:
         return self.states.get(key)
 
     def write_state(self, key: SharePartitionKey, state: PersistedState) -> int | Awaitable[int]:
-        """Append the key's new state; the error code, at once or once replicated."""
+        """Append the key's new state; the error code, at once or once replicated.
+        FENCED_LEADER_EPOCH / FENCED_STATE_EPOCH for an epoch below the state's."""
         code = self.check_coordinator(key)
         if code != E.NONE:
             return code
         current = self.states.get(key)
         if current is not None and state.leader_epoch < current.leader_epoch:
             return E.FENCED_LEADER_EPOCH
+        if current is not None and state.state_epoch < current.state_epoch:
+            return E.FENCED_STATE_EPOCH  # the state was initialized anew (AlterShareGroupOffsets)
+        return self._append(key, state)
+
+    def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> int | Awaitable[int]:
+        """InitializeShareGroupState: a new state of the key (start offset, nothing in
+        flight) at a state epoch not below the current one's (else FENCED_STATE_EPOCH), as
+        Kafka's ShareCoordinatorShard.initializeState; the leader epoch is kept, so an old
+        share-partition leader stays fenced."""
+        code = self.check_coordinator(key)
+        if code != E.NONE:
+            return code
+        current = self.states.get(key)
+        if current is not None and state_epoch < current.state_epoch:
+            return E.FENCED_STATE_EPOCH
+        leader_epoch = current.leader_epoch if current is not None else -1
+        return self._append(key, PersistedState(state_epoch, start_offset, leader_epoch=leader_epoch))
+
+    def delete_state(self, key: SharePartitionKey) -> int | Awaitable[int]:
+        """DeleteShareGroupState: a tombstone for the key (nothing to do when it has no
+        state), and one where the old key form placed it, if that partition is led here."""
+        legacy = self.delete_legacy(key) if self.read_legacy(key) is not None else None
+        code = self.check_coordinator(key)
+        if code != E.NONE:
+            return code if legacy is None else legacy
+        return self._append(key, None) if key in self.states else E.NONE
+
+    def _append(self, key: SharePartitionKey, state: PersistedState | None) -> int | Awaitable[int]:
+        """One ShareSnapshot record (None: a tombstone), memory changed once appended; the
+        error code at once (a single broker) or once replicated."""
         epoch = self.snapshot_epochs.get(key, -1) + 1
         partition = self.partition_of(key)
+        value = None if state is None else encode_value(state, epoch)
         try:
-            info = self.topic.append_records(partition, [(encode_key(key), encode_value(state, epoch))],
+            info = self.topic.append_records(partition, [(encode_key(key), value)],
                                              acks=-1 if self.topic.broker.clustered else 1)
         except KafkaError as e:
             log.warning("share state of %s not written: %s", coordinator_key(key), e)
             return e.error_code
-        self.snapshot_epochs[key] = epoch
-        self.states[key] = state
+        if state is None:
+            self.states.pop(key, None)
+            self.snapshot_epochs.pop(key, None)
+        else:
+            self.snapshot_epochs[key] = epoch
+            self.states[key] = state
         waited = self.topic.wait_replicated(partition, self.topic.broker.config.request_timeout_ms / 1000,
                                             info.last_offset + 1)
         return E.NONE if waited is None else waited
-
-    def delete_state(self, key: SharePartitionKey) -> int:
-        try:
-            self.topic.append_records(self.topic.partition_for(coordinator_key(key)), [(encode_key(key), None)])
-        except KafkaError as e:
-            return e.error_code
-        self.states.pop(key, None)
-        return ErrorCode.NONE

@@ -20,6 +20,13 @@ owner). Membership is kept in memory only: after a restart members heartbeat, ge
 UNKNOWN_MEMBER_ID and join again, as a client does when its coordinator lost it; a group
 with persisted share partition state comes back empty (`restore_group`).
 
+The share partitions of a group that hold state (or may: every partition it was ever
+assigned, and those altered) are the group's `initialized` partitions, which the
+share-group admin APIs read in a cluster, written to __consumer_offsets as Kafka's
+ShareGroupStatePartitionMetadata record (share_group_records.py) whenever they change,
+and replayed when the group coordinator loads the partition (`replay`): after a move of
+the group coordinator, or a restart, the group is known again, empty, with them.
+
 Lock: the broker's event-loop thread only; timers on the injected Timers.
 """
 
@@ -31,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kbroker.common.error_code import ErrorCode
+from kbroker.coordinator import share_group_records as sgr
 from kbroker.coordinator.consumer_group_coordinator import HeartbeatError, TopicLookup
 from kbroker.coordinator.timers import Timer, Timers
 
@@ -68,6 +76,11 @@ class ShareGroup:
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
     subscribed: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)  # of the assignment epoch
+    # the share partitions that may hold state (Kafka's ShareGroupStatePartitionMetadata
+    # initialized topics): every partition ever assigned, and those altered; with the
+    # topics' names, as the record has them
+    initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -98,10 +111,14 @@ class ShareHeartbeatResult:
 
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, timers: Timers,
-                 other_group_active: Callable[[str], bool]) -> None:
+                 other_group_active: Callable[[str], bool],
+                 write: Callable[[str, list[tuple[bytes, bytes | None]]], object] | None = None) -> None:
+        """`write(group_id, records)` appends to the group id's __consumer_offsets
+        partition (the group coordinator's store; raises when it cannot)."""
         self.config = config
         self.timers = timers
         self.other_group_active = other_group_active
+        self.write = write
         self.groups: dict[str, ShareGroup] = {}
         self.member_removed_listeners: list[Callable[[str, str], None]] = []
 
@@ -177,6 +194,13 @@ class ShareGroupCoordinator:
                                       for n in m.subscribed_topic_names if n in group.subscribed}
                         for m in group.members.values()}
         group.assignment_epoch = group.group_epoch
+        before = {t: set(ps) for t, ps in group.initialized.items()}
+        for target in group.target.values():
+            for topic_id, partitions in target.items():
+                group.initialized.setdefault(topic_id, set()).update(partitions)
+        group.topic_names.update({topic_id: name for name, (topic_id, _n) in group.subscribed.items()})
+        if group.initialized != before:
+            self._write_initialized(group)
         log.info("share group %s: assignment of epoch %d", group.group_id, group.group_epoch)
 
     def _leave(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
@@ -226,6 +250,57 @@ class ShareGroupCoordinator:
         if group_id not in self.groups and not self.other_group_active(group_id):
             self.groups[group_id] = ShareGroup(group_id)
 
+    def initialized_partitions(self, group_id: str) -> dict[uuid.UUID, set[int]]:
+        group = self.groups.get(group_id)
+        return {} if group is None else {t: set(ps) for t, ps in group.initialized.items() if ps}
+
+    def mark_initialized(self, group_id: str, topic_id: uuid.UUID, topic_name: str, partition: int) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and partition not in group.initialized.get(topic_id, set()):
+            group.initialized.setdefault(topic_id, set()).add(partition)
+            group.topic_names[topic_id] = topic_name
+            self._write_initialized(group)
+
+    def mark_deleted(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and partition in group.initialized.get(topic_id, set()):
+            group.initialized[topic_id].discard(partition)
+            self._write_initialized(group)
+
+    # -- ShareGroupStatePartitionMetadata records (share_group_records.py)
+    def _write_initialized(self, group: ShareGroup) -> None:
+        """The group's initialized share partitions, to __consumer_offsets (not waited
+        for: only the admin APIs after a move of the group coordinator read it)."""
+        meta = sgr.StatePartitionMetadata({t: (group.topic_names.get(t, ""), frozenset(ps))
+                                           for t, ps in group.initialized.items() if ps})
+        self._append(group.group_id, sgr.encode_value(meta, self.timers.time.milliseconds()))
+
+    def _append(self, group_id: str, value: bytes | None) -> None:
+        if self.write is None:
+            return
+        try:
+            self.write(group_id, [(sgr.encode_key(group_id), value)])
+        except Exception as e:  # noqa: BLE001 - logged: the state itself is at the share coordinators
+            log.warning("share group %s: its share partitions not recorded in __consumer_offsets: %s",
+                        group_id, e)
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """A ShareGroupStatePartitionMetadata record, as __consumer_offsets is loaded: the
+        group is known again (empty) with its initialized share partitions; a tombstone
+        forgets an empty group."""
+        group_id = sgr.decode_key(key)
+        if value is None:
+            group = self.groups.get(group_id)
+            if group is not None and not group.members:
+                del self.groups[group_id]
+            return
+        meta = sgr.decode_value(value)
+        self.restore_group(group_id)
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.initialized = {t: set(ps) for t, (_name, ps) in meta.initialized.items()}
+            group.topic_names = {t: name for t, (name, _ps) in meta.initialized.items()}
+
     def describe(self, group_id: str) -> ShareGroup | None:
         return self.groups.get(group_id)
 
@@ -236,6 +311,7 @@ class ShareGroupCoordinator:
         if group.members:
             return E.NON_EMPTY_GROUP
         del self.groups[group_id]
+        self._append(group_id, None)  # its ShareGroupStatePartitionMetadata record ends
         return E.NONE
 
     def on_resigned(self, coordinated_elsewhere: Callable[[str], bool]) -> None:

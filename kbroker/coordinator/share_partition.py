@@ -290,6 +290,9 @@ class SharePartition:
         self._advance_start()
         return released
 
+    def holds_acquired(self) -> bool:
+        return any(rec.state == RecordState.ACQUIRED for rec in self.records.values())
+
     def close(self) -> None:
         """The partition is dropped (its state altered or deleted): no lock fires later."""
         for rec in self.records.values():

@@ -39,10 +39,11 @@ versions:
   only in KRaft mode with a metrics reporter plugin; kbroker always (kbroker.telemetry).
 - ShareGroupHeartbeat 1, ShareGroupDescribe 1, ShareFetch 1-2, ShareAcknowledge 1-2
   (KIP-932 share groups, as Kafka 4.1+ and librdkafka 2.16's ShareConsumer; v0 was 4.0's
-  early access), in both modes; and the share-group admin APIs DescribeShareGroupOffsets
-  0-1 (v1: KIP-1226's lag), AlterShareGroupOffsets 0, DeleteShareGroupOffsets 0: a single
-  broker only (docs/share-groups.md). In cluster mode brokers send each other
-  ReadShareGroupState 0 and WriteShareGroupState 0-1 (the share coordinator's).
+  early access), and the share-group admin APIs DescribeShareGroupOffsets 0-1 (v1:
+  KIP-1226's lag), AlterShareGroupOffsets 0, DeleteShareGroupOffsets 0, in both modes
+  (docs/share-groups.md). In cluster mode brokers send each other the share
+  coordinator's ReadShareGroupState 0, WriteShareGroupState 0-1,
+  InitializeShareGroupState 0, DeleteShareGroupState 0 and ReadShareGroupStateSummary 0-1.
 Not advertised, though codecs exist:
 - Produce 12-13, TxnOffsetCommit 5-6, EndTxn 5: Produce 12, TxnOffsetCommit 5 and EndTxn 5
   are KIP-890's transaction version 2 (partitions join a transaction implicitly, the
@@ -58,9 +59,8 @@ Not advertised, though codecs exist:
   poll never returns; tests/integration/test_kafka_python_suite.py), so it stays at 4
   until that is understood.
 - InitProducerId 6: latestVersionUnstable (KIP-939, two-phase commit); never advertised.
-- The APIs Kafka 4 added that kbroker does not serve (the share coordinator's
-  Initialize/DeleteShareGroupState and ReadShareGroupStateSummary, streams groups, KRaft's) have codecs but no handler, so they are not in the
-  table and not advertised.
+- The APIs Kafka 4 added that kbroker does not serve (streams groups, KRaft's) have
+  codecs but no handler, so they are not in the table and not advertised.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ from kbroker.server.apis import delete_acls as delete_acls
 from kbroker.server.apis import delete_groups as delete_groups
 from kbroker.server.apis import delete_records as delete_records
 from kbroker.server.apis import delete_share_group_offsets as delete_share_group_offsets
+from kbroker.server.apis import delete_share_group_state as delete_share_group_state
 from kbroker.server.apis import delete_topics as delete_topics
 from kbroker.server.apis import describe_acls as describe_acls
 from kbroker.server.apis import describe_client_quotas as describe_client_quotas
@@ -109,6 +110,7 @@ from kbroker.server.apis import get_telemetry_subscriptions as get_telemetry_sub
 from kbroker.server.apis import heartbeat as heartbeat
 from kbroker.server.apis import incremental_alter_configs as incremental_alter_configs
 from kbroker.server.apis import init_producer_id as init_producer_id
+from kbroker.server.apis import initialize_share_group_state as initialize_share_group_state
 from kbroker.server.apis import join_group as join_group
 from kbroker.server.apis import leader_and_isr as leader_and_isr
 from kbroker.server.apis import leave_group as leave_group
@@ -125,6 +127,7 @@ from kbroker.server.apis import offset_for_leader_epoch as offset_for_leader_epo
 from kbroker.server.apis import produce as produce
 from kbroker.server.apis import push_telemetry as push_telemetry
 from kbroker.server.apis import read_share_group_state as read_share_group_state
+from kbroker.server.apis import read_share_group_state_summary as read_share_group_state_summary
 from kbroker.server.apis import sasl_authenticate as sasl_authenticate
 from kbroker.server.apis import sasl_handshake as sasl_handshake
 from kbroker.server.apis import share_acknowledge as share_acknowledge
@@ -214,14 +217,12 @@ API_TABLE: dict[int, ApiSpec] = {
 # UpdateMetadata and StopReplica, and ControlledShutdown and AlterPartition to it.
 # (WriteTxnMarkers, a coordinator's request to partition leaders, is in both tables, as
 # Kafka 3.9 advertises it: admin tools abort hanging transactions with it.)
-# Share groups (docs/share-groups.md): a cluster serves membership, ShareFetch and
-# ShareAcknowledge, with the share coordinator's Read/WriteShareGroupState between brokers;
-# the share-group offsets admin APIs stay the single broker's (they read and write the
-# share coordinator's state as if it were local).
-SINGLE_BROKER_SHARE_APIS = frozenset({ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-                                      ApiKey.DELETE_SHARE_GROUP_OFFSETS})
+# Share groups (docs/share-groups.md): a cluster serves what a single broker does, with the
+# share coordinator's RPCs between brokers: Read/WriteShareGroupState from share-partition
+# leaders, Initialize/DeleteShareGroupState and ReadShareGroupStateSummary from group
+# coordinators (the share-group offsets admin APIs and DeleteGroups).
 CLUSTER_API_TABLE: dict[int, ApiSpec] = {
-    **{k: s for k, s in API_TABLE.items() if k not in SINGLE_BROKER_SHARE_APIS},
+    **API_TABLE,
     **{
         s.api_key: s
         for s in (
@@ -232,6 +233,9 @@ CLUSTER_API_TABLE: dict[int, ApiSpec] = {
             _spec(ApiKey.ALTER_PARTITION, 0, 3, alter_partition),
             _spec(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, read_share_group_state),
             _spec(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, write_share_group_state),
+            _spec(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, initialize_share_group_state),
+            _spec(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, delete_share_group_state),
+            _spec(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1, read_share_group_state_summary),
         )
     },
 }

@@ -163,6 +163,9 @@ REQUEST_CHECKS: dict[int, Check] = {
     ApiKey.ALTER_PARTITION: _cluster("CLUSTER_ACTION"),
     ApiKey.READ_SHARE_GROUP_STATE: _cluster("CLUSTER_ACTION"),  # a share-partition leader
     ApiKey.WRITE_SHARE_GROUP_STATE: _cluster("CLUSTER_ACTION"),
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: _cluster("CLUSTER_ACTION"),  # a group coordinator
+    ApiKey.DELETE_SHARE_GROUP_STATE: _cluster("CLUSTER_ACTION"),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: _cluster("CLUSTER_ACTION"),
     ApiKey.ENVELOPE: _cluster("CLUSTER_ACTION"),  # a forwarding broker (KIP-590)
 }
 

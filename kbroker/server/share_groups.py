@@ -64,14 +64,17 @@ class ShareGroups:
     def __init__(self, broker: CoordinatorBroker, other_group_active: Callable[[str], bool],
                  leader_of: Callable[[TopicPartition], int] | None = None,
                  endpoint_of: Callable[[int], tuple[str, int] | None] | None = None,
-                 persist_configs: GroupConfigPersist | None = None) -> None:
+                 persist_configs: GroupConfigPersist | None = None,
+                 write_group_records: Callable[[str, list[tuple[bytes, bytes | None]]], object] | None = None
+                 ) -> None:
         config = broker.config
         self.broker = broker
         # the GROUP resources' configs: beside the logs, or in a cluster ZooKeeper's
         # /config/groups (persist_configs: ZkBroker.persist_group_config)
         self.configs = GroupConfigStore(None if broker.clustered else config.log_dirs[0], persist_configs)
         self.timers = Timers(broker.time)
-        self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active)
+        self.coordinator = ShareGroupCoordinator(coordinator_config(config), self.timers, other_group_active,
+                                                 write_group_records)
         self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
         self.state = ShareCoordinator(ShareStateTopic(broker))
         self.persister = ShareStatePersister(self.state, config.node_id, config.request_timeout_ms, leader_of,
@@ -80,7 +83,7 @@ class ShareGroups:
             broker.replica_manager, broker.topics, self.timers, self.partition_config, self.persister,
             lambda group_id: self.group_config(group_id)["share.auto.offset.reset"])
         self.offsets = ShareGroupOffsets(self.coordinator, self.state, self.partitions, broker.topics,
-                                         broker.replica_manager)
+                                         broker.replica_manager, self.persister)
         self.coordinator.add_member_removed_listener(self._member_removed)
 
     def group_config(self, group_id: str) -> dict[str, Any]:
@@ -110,8 +113,14 @@ class ShareGroups:
         self.partitions.release_member(group_id, member_id)
 
     def session_closed(self, session: ShareSession | None) -> None:
-        if session is not None:
-            self.partitions.release_member(session.group_id, session.member_id, list(session.partitions))
+        if session is None:
+            return
+        self.partitions.release_member(session.group_id, session.member_id, list(session.partitions))
+        if self.persister.clustered and not self.sessions.has_group(session.group_id):
+            # the group's last session here: its share partitions are read again at the next
+            # fetch, so an AlterShareGroupOffsets or DeleteShareGroupOffsets of the group,
+            # now empty, done at another broker's group coordinator, is seen
+            self.partitions.forget_idle(session.group_id)
 
     def startup(self) -> None:
         try:

@@ -280,6 +280,13 @@ class SharePartitionManager:
         if sp is not None:
             sp.close()
 
+    def forget_idle(self, group_id: str) -> None:
+        """Drop the group's share partitions that hold no acquired record (cluster mode,
+        when no share session of the group is left here): the next fetch reads their
+        state again, after the writes before it (server/share_state_persister.py)."""
+        for key in [k for k, sp in self.partitions.items() if k[0] == group_id and not sp.holds_acquired()]:
+            self.forget(key)
+
     def high_watermark(self, topic: str, partition: int) -> int | None:
         """The partition's high watermark, None when this broker does not lead it."""
         try:
@@ -287,6 +294,10 @@ class SharePartitionManager:
                        .local_log().high_watermark)
         except KafkaError:
             return None
+
+    def leads(self, topic: str, partition: int) -> bool:
+        p = self.replica_manager.get_partition(TopicPartition(topic, partition))
+        return p is not None and p.is_leader
 
     def _persist(self, key: SharePartitionKey, sp: SharePartition) -> int | Awaitable[int]:
         return self.persister.write_state(key, PersistedState(sp.state_epoch, sp.start_offset, sp.snapshot(),
@@ -411,7 +422,9 @@ class SharePartitionManager:
     def _acknowledged(self, key: SharePartitionKey, sp: SharePartition, done: dict[int, int],
                       code: int) -> AckAnswer:
         """The acknowledgement's answer; not persisted, it is undone (`SharePartition.reopen`)."""
-        if code != E.NONE and self.partitions.get(key) is sp:
+        if code == E.FENCED_STATE_EPOCH and self.partitions.get(key) is sp:
+            self.forget(key)  # initialized anew (AlterShareGroupOffsets): read again at the next fetch
+        elif code != E.NONE and self.partitions.get(key) is sp:
             sp.reopen(done)
             self._wake(key)
         return (E.NONE, None) if code == E.NONE else (code, "The acknowledgement could not be persisted.")

@@ -86,6 +86,9 @@ class ShareSessionCache:
             session.epoch += 1
         return session
 
+    def has_group(self, group_id: str) -> bool:
+        return any(g == group_id for g, _m in self.sessions)
+
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)
 

@@ -28,6 +28,7 @@ from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from kbroker.cluster.local_cluster import Cluster
 from kbroker.cluster.zookeeper_server import ZooKeeperServer
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
 from kbroker.utils.java_hash import java_abs, java_string_hash
 from tests.integration.groups_support import produce
@@ -167,7 +168,8 @@ def roles_apart(cluster: Cluster, topic: str) -> tuple[str, dict[str, int]]:
         group = f"sg-{i}-{uuid.uuid4().hex[:6]}"
         roles = {"partition_leader": leader,
                  "share_coordinator": int(wait_until(  # type: ignore[call-overload]
-                     lambda: share_coordinator(cluster, f"{group}:{tid}:0"), "the share coordinator")),  # noqa: B023
+                     lambda: share_coordinator(cluster, f"{group}:{uuid_to_base64(tid)}:0"),  # noqa: B023
+                     "the share coordinator")),
                  "group_coordinator": int(wait_until(  # type: ignore[call-overload]
                      lambda: group_coordinator(cluster, group), "the group coordinator"))}  # noqa: B023
         if len(set(roles.values())) == 3:
@@ -266,7 +268,7 @@ def test_the_state_a_new_share_coordinator_wrote_serves_a_new_partition_leader(c
     the new coordinator wrote, so nothing accepted in either phase is delivered again."""
     topic = "share-two-failovers"
     group, roles, sent = streaming(cluster, topic)
-    key = f"{group.group_id}:{topic_id(cluster, topic)}:0"
+    key = f"{group.group_id}:{uuid_to_base64(topic_id(cluster, topic))}:0"  # Kafka's asCoordinatorKey
     state_partition = java_abs(java_string_hash(key)) % STATE_PARTITIONS
     try:
         group.poll_until(lambda: len(group.accepted) >= 500)

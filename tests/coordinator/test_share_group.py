@@ -123,3 +123,34 @@ def test_share_session_epochs() -> None:
     assert old is session and again.epoch == 1
     session.update([(T1, 0), (T1, 1)], [(T1, 0)])
     assert list(session.partitions) == [(T1, 1)]
+
+
+def test_the_share_partitions_assigned_are_recorded_and_a_replay_knows_the_group_again() -> None:
+    """ShareGroupStatePartitionMetadata (record type 15): written when the initialized
+    share partitions change (an assignment, an alter, a delete), a tombstone when the group
+    is deleted; replayed into another coordinator (a new group coordinator), the group is
+    known again, empty, with them."""
+    records: list[tuple[str, bytes, bytes | None]] = []
+    coord = ShareGroupCoordinator(ShareGroupConfig(1000, 100, 10), Timers(MockTime()), lambda g: False,
+                                  lambda g, rs: records.extend((g, k, v) for k, v in rs))
+    assert hb(coord, "m1", 0, ["a"]).error_code == E.NONE
+    assert hb(coord, "m2", 0, ["a"]).error_code == E.NONE  # the same partitions: nothing new to record
+    assert len(records) == 1 and records[0][0] == "g"
+    coord.mark_initialized("g", T2, "b", 0)
+    coord.mark_initialized("g", T2, "b", 0)  # known already
+    coord.mark_deleted("g", T1, 2)
+    assert len(records) == 3
+
+    again = ShareGroupCoordinator(ShareGroupConfig(1000, 100, 10), Timers(MockTime()), lambda g: False)
+    for _g, key, value in records:
+        again.replay(key, value)
+    group = again.describe("g")
+    assert group is not None and group.state == "Empty"
+    assert again.initialized_partitions("g") == {T1: {0, 1}, T2: {0}}
+    assert group.topic_names == {T1: "a", T2: "b"}
+
+    for m in ("m1", "m2"):
+        assert hb(coord, m, -1).error_code == E.NONE
+    assert coord.delete("g") == E.NONE and records[-1][2] is None
+    again.replay(records[-1][1], None)
+    assert again.describe("g") is None

@@ -61,15 +61,14 @@ def test_removed_apis_only_in_the_cluster_table() -> None:
         assert CLUSTER_API_TABLE[key].max_version == VALID_VERSIONS[key][1]
 
 
-def test_share_group_apis_in_both_tables_their_admin_apis_and_state_rpcs_in_one() -> None:
+def test_share_group_apis_in_both_tables_and_the_share_coordinator_rpcs_in_the_clusters() -> None:
     """KIP-932: v1 of the heartbeat and describe, v1-2 of ShareFetch and ShareAcknowledge
-    (v0, Kafka 4.0's early access, is not served), in both modes; the share-group offsets
-    admin APIs (90-92) on the single broker only; the share coordinator's
-    Read/WriteShareGroupState (84, 85), which brokers send each other, in a cluster only."""
+    (v0, Kafka 4.0's early access, is not served), and the share-group offsets admin APIs
+    (90-92), in both modes; the share coordinator's RPCs, which brokers send each other
+    (Initialize 83, Read 84, Write 85, Delete 86, ReadSummary 87), in a cluster only."""
     for table in (API_TABLE, CLUSTER_API_TABLE):
-        assert [(table[k].min_version, table[k].max_version) for k in (76, 77, 78, 79)] == [
-            (1, 1), (1, 1), (1, 2), (1, 2)]
-    assert {90, 91, 92} <= set(API_TABLE) and not {90, 91, 92} & set(CLUSTER_API_TABLE)
-    assert [(CLUSTER_API_TABLE[k].min_version, CLUSTER_API_TABLE[k].max_version) for k in (84, 85)] == [
-        (0, 0), (0, 1)]
-    assert not {84, 85} & set(API_TABLE)
+        assert [(table[k].min_version, table[k].max_version) for k in (76, 77, 78, 79, 90, 91, 92)] == [
+            (1, 1), (1, 1), (1, 2), (1, 2), (0, 1), (0, 0), (0, 0)]
+    assert [(CLUSTER_API_TABLE[k].min_version, CLUSTER_API_TABLE[k].max_version) for k in (83, 84, 85, 86, 87)] == [
+        (0, 0), (0, 0), (0, 1), (0, 0), (0, 1)]
+    assert not {83, 84, 85, 86, 87} & set(API_TABLE)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kbroker.common.error_code import ErrorCode
+from kbroker.common.kafka_uuid import uuid_to_base64
 from kbroker.coordinator.internal_topic import StoredRecord
 from kbroker.coordinator.share_coordinator import (
     PersistedState,
@@ -20,8 +21,11 @@ from kbroker.coordinator.share_coordinator import (
     coordinator_key,
     encode_key,
     encode_value,
+    legacy_coordinator_key,
 )
 from kbroker.coordinator.share_partition import StateBatch
+from kbroker.protocol.messages.read_share_group_state import ReadShareGroupStateRequest
+from kbroker.server.apis import delete_share_group_state, read_share_group_state
 from kbroker.server.share_state_persister import ShareStatePersister
 
 E = ErrorCode
@@ -108,11 +112,17 @@ class MovingCoordinator:
     def partition_of(self, key: Any) -> int:
         return 0
 
+    def legacy_partition_of(self, key: Any) -> int:
+        return 0
+
     def check_coordinator(self, key: Any) -> int:
         return E.NONE
 
     def read_state(self, key: Any) -> PersistedState | None:
         return self.states.get(key)
+
+    def read_with_legacy(self, key: Any) -> tuple[int, PersistedState | None]:
+        return E.NONE, self.states.get(key)
 
     def write_state(self, key: Any, s: PersistedState) -> int | Awaitable[int]:
         if self.moving > 0:
@@ -172,3 +182,91 @@ def test_a_single_broker_persister_answers_at_once() -> None:
     coordinator.states[KEY] = state(3)
     persister = ShareStatePersister(coordinator, 1, 1000)  # type: ignore[arg-type]
     assert persister.read_state(KEY) == (E.NONE, state(3))
+
+
+class SingleBrokerStateTopic(FakeStateTopic):
+    exists = True
+    num_partitions = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broker = SimpleNamespace(clustered=False, config=SimpleNamespace(request_timeout_ms=1000))
+
+
+def test_the_key_is_kafkas_and_a_state_under_the_old_key_form_moves_to_its_own_partition() -> None:
+    """Kafka's SharePartitionKey.asCoordinatorKey writes the topic id as Uuid.toString
+    (base64); kbroker hashed it dashed before. A single broker moves a state it finds where
+    the old form placed it (partition 1 here) to its own partition (0) at startup, unless
+    that has a newer one, and tombstones the old record."""
+    assert coordinator_key(KEY) == f"workers:{uuid_to_base64(TOPIC)}:0"
+    assert legacy_coordinator_key(KEY) == f"workers:{TOPIC}:0"
+    topic = SingleBrokerStateTopic()
+    topic.records[1].append(StoredRecord(encode_key(KEY), encode_value(state(7)), 0))
+    coordinator = ShareCoordinator(topic)  # type: ignore[arg-type]
+    coordinator.load()
+    assert coordinator.read_state(KEY) == state(7) and not coordinator.legacy
+    assert [r.value is None for r in topic.records[1]] == [False, True]  # the old record tombstoned
+    again = ShareCoordinator(topic)  # type: ignore[arg-type]
+    again.load()
+    assert again.read_state(KEY) == state(7) and len(topic.records[0]) == 1  # moved once
+
+    newer = SingleBrokerStateTopic()
+    newer.records[0].append(StoredRecord(encode_key(KEY), encode_value(state(9)), 0))
+    newer.records[1].append(StoredRecord(encode_key(KEY), encode_value(state(7)), 0))
+    coordinator = ShareCoordinator(newer)  # type: ignore[arg-type]
+    coordinator.load()
+    assert coordinator.read_state(KEY) == state(9) and newer.records[1][-1].value is None
+
+
+def test_a_cluster_coordinator_serves_a_state_under_the_old_key_form_until_deleted() -> None:
+    """The leader of the partition the old form placed a state in answers it to a read
+    (the persister asks there when the key's own coordinator has none) and deletes it."""
+    topic = FakeStateTopic()
+    topic.records[1].append(StoredRecord(encode_key(KEY), encode_value(state(7)), 0))
+    coordinator = ShareCoordinator(topic)  # type: ignore[arg-type]
+    coordinator.on_elected(1)
+    assert coordinator.check_coordinator(KEY) == E.NOT_COORDINATOR
+    assert coordinator.read_with_legacy(KEY) == (E.NONE, state(7))
+    assert coordinator.delete_state(KEY) == E.NONE and topic.records[1][-1].value is None
+    assert coordinator.read_with_legacy(KEY) == (E.NOT_COORDINATOR, None)
+    coordinator.on_resigned(1)
+    coordinator.on_elected(1)  # the tombstone holds
+    assert coordinator.read_with_legacy(KEY) == (E.NOT_COORDINATOR, None)
+
+
+class HandlerChannel:
+    """A BrokerChannel to another broker whose share coordinator answers through the real
+    handlers (ReadShareGroupState, DeleteShareGroupState)."""
+
+    def __init__(self, coordinator: ShareCoordinator) -> None:
+        self.ctx = SimpleNamespace(services=SimpleNamespace(share_groups=SimpleNamespace(state=coordinator)))
+
+    async def request(self, request: Any, version: int, timeout_s: float) -> Any:
+        handler = read_share_group_state if isinstance(request, ReadShareGroupStateRequest) else delete_share_group_state
+        answer = handler.handle(self.ctx, request)  # type: ignore[arg-type]
+        return await answer if asyncio.iscoroutine(answer) else answer
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_persister_reads_and_deletes_a_state_under_the_old_key_form_at_another_broker() -> None:
+    async def run() -> None:
+        topic = FakeStateTopic()
+        topic.records[1].append(StoredRecord(encode_key(KEY), encode_value(state(7)), 0))
+        here, there = ShareCoordinator(topic), ShareCoordinator(topic)  # type: ignore[arg-type]
+        here.on_elected(0)  # the key's own partition: no state
+        there.on_elected(1)  # where the old key form placed it
+        persister = ShareStatePersister(here, 1, 1000, leader_of=lambda tp: 1 if tp.partition == 0 else 2,
+                                        endpoint_of=lambda b: None)
+        persister._channels[2] = HandlerChannel(there)  # type: ignore[assignment]
+        read = persister.read_state(KEY)
+        assert not isinstance(read, tuple) and await read == (E.NONE, state(7))
+        summary = persister.read_summary(KEY)
+        assert not isinstance(summary, tuple) and await summary == (E.NONE, state(7))
+        deleted = persister.delete_state(KEY)
+        assert not isinstance(deleted, int) and await deleted == E.NONE
+        assert topic.records[1][-1].value is None and not there.legacy
+        read = persister.read_state(KEY)
+        assert not isinstance(read, tuple) and await read == (E.NONE, None)  # deleted for good
+    asyncio.run(run())

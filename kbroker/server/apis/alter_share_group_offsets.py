@@ -7,7 +7,9 @@ request GROUP_AUTHORIZATION_FAILED); top-level INVALID_GROUP_ID, GROUP_ID_NOT_FO
 such share group), NON_EMPTY_GROUP (it has members). Per partition: READ on the topic,
 else TOPIC_AUTHORIZATION_FAILED; UNKNOWN_TOPIC_OR_PARTITION for a topic or partition that
 does not exist; INVALID_REQUEST for a negative start offset. A partition altered has
-nothing in flight: the group's next fetch starts at the new start offset.
+nothing in flight: the group's next fetch starts at the new start offset. In a cluster
+NOT_COORDINATOR when the group coordinator is another broker; the new state goes to
+each key's share coordinator (InitializeShareGroupState, the state epoch bumped).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kbroker.protocol.messages.alter_share_group_offsets import (
     AlterShareGroupOffsetsResponse,
 )
 from kbroker.server import authorization as authz
+from kbroker.server.apis.group_support import coordinator as group_coordinator
 from kbroker.server.request_context import RequestContext
 from kbroker.server.share_group_offsets import ZERO_UUID, GroupError
 
@@ -27,8 +30,11 @@ Partition = R.AlterShareGroupOffsetsResponsePartition
 E = ErrorCode
 
 
-def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
+async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
     offsets = ctx.services.share_groups.offsets
+    not_here = group_coordinator(ctx).coordinator_error(request.group_id)
+    if not_here != E.NONE:  # in a cluster: the group coordinator is another broker
+        return R(error_code=not_here, error_message=E(not_here).message)
     try:
         offsets.check_group(request.group_id, alterable=True)
     except GroupError as e:
@@ -43,7 +49,7 @@ def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) -> Alter
             code: int = refused
             if code == E.NONE and info is not None:
                 code = (E.UNKNOWN_TOPIC_OR_PARTITION if not 0 <= p.partition_index < info.partitions
-                        else offsets.alter(request.group_id, info.topic_id, p.partition_index, p.start_offset))
+                        else await offsets.alter(request.group_id, info.topic_id, p.partition_index, p.start_offset))
             parts.append(Partition(partition_index=p.partition_index, error_code=code,
                                    error_message=None if code == E.NONE else E(code).message))
         out.append(Topic(topic_name=t.topic_name, topic_id=info.topic_id if info is not None else ZERO_UUID,

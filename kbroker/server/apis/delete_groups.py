@@ -2,9 +2,10 @@
 __consumer_offsets); NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND.
 
 A share group (KIP-932) is deleted first, as Kafka's GroupCoordinatorService.deleteGroups
-does: its share partition states get tombstones in __share_group_state, then the group
-goes (server/share_group_offsets.py); GROUP_DELETION_FAILED when a state could not be
-deleted (the group stays). DELETE on each group, else GROUP_AUTHORIZATION_FAILED.
+does: its share partition states get tombstones in __share_group_state (in a cluster
+through DeleteShareGroupState to each key's share coordinator), then the group goes
+(server/share_group_offsets.py); when a state could not be deleted the group stays and
+answers that error (Kafka's: the persister's error code). DELETE on each group, else GROUP_AUTHORIZATION_FAILED.
 
 v3 (Kafka 4.4) adds a per-group error_message: null when the group was deleted, else the
 error's message (Kafka's default message of each code)."""
@@ -20,10 +21,10 @@ from kbroker.server.request_context import RequestContext
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     allowed = [g for g in request.groups_names if authz.authorize_group(ctx, "DELETE", g)]
     share = ctx.services.share_groups
-    results = {g: share.offsets.delete_group(g) for g in allowed if share.coordinator.describe(g) is not None}
+    results = {g: await share.offsets.delete_group(g) for g in allowed if share.coordinator.describe(g) is not None}
     others = [g for g in allowed if g not in results]
     if others:
         results.update(coordinator(ctx).delete_groups(others))

@@ -8,7 +8,9 @@ whole request GROUP_AUTHORIZATION_FAILED); top-level INVALID_GROUP_ID,
 GROUP_ID_NOT_FOUND (no such share group), NON_EMPTY_GROUP (it has members). Per topic:
 READ on it, else TOPIC_AUTHORIZATION_FAILED; UNKNOWN_TOPIC_OR_PARTITION for a topic that
 does not exist; a topic the group holds no state of answers NONE (nothing left to
-delete); a state not deleted answers the write's error.
+delete); a state not deleted answers the write's error. In a cluster NOT_COORDINATOR
+when the group coordinator is another broker; the states go at each key's share
+coordinator (DeleteShareGroupState).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kbroker.protocol.messages.delete_share_group_offsets import (
     DeleteShareGroupOffsetsResponse,
 )
 from kbroker.server import authorization as authz
+from kbroker.server.apis.group_support import coordinator as group_coordinator
 from kbroker.server.request_context import RequestContext
 from kbroker.server.share_group_offsets import ZERO_UUID, GroupError
 
@@ -27,8 +30,11 @@ Topic = R.DeleteShareGroupOffsetsResponseTopic
 E = ErrorCode
 
 
-def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
+async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
     offsets = ctx.services.share_groups.offsets
+    not_here = group_coordinator(ctx).coordinator_error(request.group_id)
+    if not_here != E.NONE:  # in a cluster: the group coordinator is another broker
+        return R(error_code=not_here, error_message=E(not_here).message)
     try:
         offsets.check_group(request.group_id, alterable=True)
     except GroupError as e:
@@ -42,7 +48,7 @@ def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> Dele
         elif info is None:
             code = E.UNKNOWN_TOPIC_OR_PARTITION
         else:
-            code = offsets.delete(request.group_id, info.topic_id)
+            code = await offsets.delete(request.group_id, info.topic_id)
         out.append(Topic(topic_name=t.topic_name, topic_id=info.topic_id if info is not None else ZERO_UUID,
                          error_code=code, error_message=None if code == E.NONE else E(code).message))
     return R(error_code=E.NONE, responses=out)

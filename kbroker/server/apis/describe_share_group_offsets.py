@@ -4,7 +4,9 @@ kafka-share-groups.sh --describe --offsets and Admin.listShareGroupOffsets show)
 
 As Kafka's KafkaApis and GroupCoordinatorService (server/share_group_offsets.py):
 DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED for that group; an empty group id
-INVALID_GROUP_ID. Named topics: DESCRIBE on each, else TOPIC_AUTHORIZATION_FAILED for
+INVALID_GROUP_ID; in a cluster NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS) when the
+group id's group coordinator is another broker: the states are read there, from each
+key's share coordinator (ReadShareGroupStateSummary). Named topics: DESCRIBE on each, else TOPIC_AUTHORIZATION_FAILED for
 its partitions; a topic that does not exist and a partition the group never initialized
 answer start offset -1 without error (absence of data, as OffsetFetch). Topics null:
 every share partition of the group (GROUP_ID_NOT_FOUND when it is no share group),
@@ -19,6 +21,7 @@ from kbroker.protocol.messages.describe_share_group_offsets import (
     DescribeShareGroupOffsetsResponse,
 )
 from kbroker.server import authorization as authz
+from kbroker.server.apis.group_support import coordinator as group_coordinator
 from kbroker.server.request_context import RequestContext
 from kbroker.server.share_group_offsets import ZERO_UUID, GroupError, PartitionOffset, TopicOffsets
 
@@ -29,14 +32,18 @@ Partition = R.DescribeShareGroupOffsetsResponsePartition
 E = ErrorCode
 
 
-def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
-    return R(groups=[_group(ctx, g) for g in request.groups])
+async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest
+                 ) -> DescribeShareGroupOffsetsResponse:
+    return R(groups=[await _group(ctx, g) for g in request.groups])
 
 
-def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+async def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
            ) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup:
     if not authz.authorize_group(ctx, "DESCRIBE", g.group_id):
         return _failed(g.group_id, E.GROUP_AUTHORIZATION_FAILED, E.GROUP_AUTHORIZATION_FAILED.message)
+    code = group_coordinator(ctx).coordinator_error(g.group_id)
+    if code != E.NONE:  # in a cluster: the group coordinator is another broker
+        return _failed(g.group_id, code, E(code).message)
     offsets = ctx.services.share_groups.offsets
     refused: list[TopicOffsets] = []
     wanted = None
@@ -47,7 +54,7 @@ def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.DescribeShar
                                                           for p in t.partitions])
                    for t in g.topics if not authz.authorize_topic(ctx, "DESCRIBE", t.topic_name)]
     try:
-        described = offsets.describe(g.group_id, wanted)
+        described = await offsets.describe(g.group_id, wanted)
     except GroupError as e:
         return _failed(g.group_id, e.code, e.message)
     if g.topics is None:

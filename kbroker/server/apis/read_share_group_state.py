@@ -16,6 +16,7 @@ from kbroker.protocol.messages.read_share_group_state import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
 )
+from kbroker.server.apis.share_state_results import read_states
 from kbroker.server.request_context import RequestContext
 
 R = ReadShareGroupStateResponse
@@ -23,23 +24,15 @@ E = ErrorCode
 
 
 def handle(ctx: RequestContext, request: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
-    coordinator = ctx.services.share_groups.state
-    results = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            key = (request.group_id, topic.topic_id, p.partition)
-            code = coordinator.check_coordinator(key)
-            state = coordinator.read_state(key) if code == E.NONE else None
-            partitions.append(R.PartitionResult(
-                partition=p.partition, error_code=code, error_message=None,
-                state_epoch=state.state_epoch if state is not None else 0,
-                start_offset=state.start_offset if state is not None else -1,
-                state_batches=[R.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
-                                            delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                               for b in (state.batches if state is not None else [])]))
-        results.append(R.ReadStateResult(topic_id=topic.topic_id, partitions=partitions))
-    return R(results=results)
+    rows = read_states(ctx.services.share_groups.state, request)
+    return R(results=[R.ReadStateResult(topic_id=topic.topic_id, partitions=[R.PartitionResult(
+        partition=p.partition, error_code=code, error_message=None,
+        state_epoch=state.state_epoch if state is not None else 0,
+        start_offset=state.start_offset if state is not None else -1,
+        state_batches=[R.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
+                                    delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+                       for b in (state.batches if state is not None else [])])
+        for p, code, state in partitions]) for topic, partitions in rows])
 
 
 def error_response(request: ReadShareGroupStateRequest, version: int, code: int) -> ReadShareGroupStateResponse:

@@ -13,9 +13,6 @@ CLUSTER_ACTION on the cluster (REQUEST_CHECKS).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable
-
 from kbroker.common.error_code import ErrorCode
 from kbroker.coordinator.share_coordinator import PersistedState
 from kbroker.coordinator.share_partition import StateBatch
@@ -23,6 +20,7 @@ from kbroker.protocol.messages.write_share_group_state import (
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
+from kbroker.server.apis.share_state_results import write_states
 from kbroker.server.request_context import RequestContext
 
 R = WriteShareGroupStateResponse
@@ -31,23 +29,12 @@ E = ErrorCode
 
 async def handle(ctx: RequestContext, request: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
     coordinator = ctx.services.share_groups.state
-    written: list[tuple[int, int, int | Awaitable[int]]] = []  # (topic index, partition, answer)
-    for i, topic in enumerate(request.topics):
-        for p in topic.partitions:
-            key = (request.group_id, topic.topic_id, p.partition)
-            state = PersistedState(p.state_epoch, p.start_offset, [
-                StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                for b in p.state_batches], p.leader_epoch)
-            written.append((i, p.partition, coordinator.write_state(key, state)))
-    codes = await asyncio.gather(*(_code(answer) for _i, _p, answer in written))
-    results = [R.WriteStateResult(topic_id=t.topic_id, partitions=[]) for t in request.topics]
-    for (i, partition, _answer), code in zip(written, codes, strict=True):
-        results[i].partitions.append(R.PartitionResult(partition=partition, error_code=code, error_message=None))
-    return R(results=results)
-
-
-async def _code(answer: int | Awaitable[int]) -> int:
-    return answer if isinstance(answer, int) else await answer
+    rows = await write_states(request, lambda key, p: coordinator.write_state(key, PersistedState(
+        p.state_epoch, p.start_offset, [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                                        for b in p.state_batches], p.leader_epoch)))
+    return R(results=[R.WriteStateResult(topic_id=t.topic_id, partitions=[
+        R.PartitionResult(partition=partition, error_code=code, error_message=None) for partition, code in codes])
+        for t, codes in rows])
 
 
 def error_response(request: WriteShareGroupStateRequest, version: int, code: int) -> WriteShareGroupStateResponse:
