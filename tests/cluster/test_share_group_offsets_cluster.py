@@ -140,9 +140,14 @@ def test_delete_groups_deletes_the_share_states_on_other_brokers_after_the_group
     wait_until(lambda: empty(cluster, gc, group), "the group to be empty")
     assert offsets(describe(cluster, gc, group, topic)) == [(topic, 0, 60, 0, E.NONE)]
     cluster.kill(gc)
-    gc = int(wait_until(lambda: (c := group_coordinator(cluster, group)) is not None and c != gc and c,  # type: ignore[call-overload]
-                        "a new group coordinator"))
-    wait_until(lambda: describe(cluster, gc, group, None).error_code == E.NONE, "the group loaded there")
+    dead = gc
+
+    def loaded() -> int | None:
+        """The new group coordinator once it has loaded the group (asked again each time:
+        the metadata may name a broker that is not the coordinator yet)."""
+        c = group_coordinator(cluster, group)
+        return c if c is not None and c != dead and describe(cluster, c, group, None).error_code == E.NONE else None
+    gc = int(wait_until(loaded, "a new group coordinator with the group loaded", timeout=120))  # type: ignore[call-overload]
     assert offsets(describe(cluster, gc, group, None)) == [(topic, 0, 60, 0, E.NONE)]
 
     assert admin.delete_consumer_groups([group])[group].result(30) is None
